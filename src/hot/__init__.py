@@ -1,0 +1,30 @@
+"""HOT: Hadamard-based Optimized Training (CVPR 2025), a reference implementation.
+
+    import hot
+    model = hot.convert(model, hot.HOTConfig(abc=True, lqs=True))
+
+See ``docs/method.md`` for the data flow and the names used here.
+"""
+
+from . import lqs
+from .config import METHODS, PRESETS, HOTConfig, preset
+from .convert import convert, hot_layers, set_config, unconvert
+from .lora import apply_lora
+from .modules import HOTConv2d, HOTLinear
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "METHODS",
+    "PRESETS",
+    "HOTConfig",
+    "HOTConv2d",
+    "HOTLinear",
+    "apply_lora",
+    "convert",
+    "hot_layers",
+    "lqs",
+    "preset",
+    "set_config",
+    "unconvert",
+]

@@ -1,0 +1,66 @@
+"""The one dispatch point between the HOT math and where it runs.
+
+``fake`` is the PyTorch reference: integer codes held in float tensors, runs on any device, defines the
+results. ``real`` is the compiled hot-kernels extension (INT4/INT8 codes, integer or FP8 tensor-core
+GEMMs); it must reproduce ``fake``'s codes bit for bit. Both implement :class:`Backend`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+
+class Backend(Protocol):
+    name: str
+
+    def hq_quantize_grad_output(
+        self, g_y: torch.Tensor, block: int, bits: int, granularity: str, key: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Codes and scales of Q(HT(g_y)): block Hadamard along O, stochastic rounding, (L, 1) or () scales."""
+
+    def hq_quantize_weight(self, weight: torch.Tensor, block: int, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Codes and per-tensor SAWB scale of Q(HT(W)): block Hadamard along O, round-to-nearest."""
+
+    def hq_matmul(
+        self, a_codes: torch.Tensor, a_scale: torch.Tensor, b_codes: torch.Tensor, b_scale: torch.Tensor, block: int
+    ) -> torch.Tensor:
+        """g_x = (a_codes @ b_codes) · a_scale · b_scale / block, float32 (L, I)."""
+
+    def hla_quantize(
+        self,
+        t: torch.Tensor,
+        tokens: int,
+        rank: int,
+        blocking: str,
+        bits: int,
+        rounding_mode: str,
+        granularity: str,
+        key: int | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Codes and scale of Q(P t) along L (:func:`hot.hla.hla_project`); scale () or (1, C)."""
+
+    def hla_matmul(
+        self, g_codes: torch.Tensor, g_scale: torch.Tensor, x_codes: torch.Tensor, x_scale: torch.Tensor, block: int
+    ) -> torch.Tensor:
+        """g_w = (g_codesᵀ @ x_codes) · g_scaleᵀ · x_scale / block, float32 (O, I)."""
+
+
+_REGISTRY: dict[str, Backend] = {}
+
+
+def get_backend(name: str) -> Backend:
+    """The backend called ``name`` (``fake`` or ``real``), loaded on first use."""
+    if name not in _REGISTRY:
+        if name == "fake":
+            from .reference import ReferenceBackend
+
+            _REGISTRY[name] = ReferenceBackend()
+        elif name == "real":
+            from .kernels import load_kernel_backend
+
+            _REGISTRY[name] = load_kernel_backend()
+        else:
+            raise ValueError(f"backend must be 'fake' or 'real', got {name!r}")
+    return _REGISTRY[name]

@@ -1,0 +1,50 @@
+"""The reference backend: HOT's integer arithmetic on integer-valued float32 tensors ("fake quant")."""
+
+from __future__ import annotations
+
+import torch
+
+from ..hadamard import block_hadamard
+from ..hla import hla_project
+from ..quant import absmax_scale, quantize, sawb_scale
+
+
+class ReferenceBackend:
+    name = "fake"
+
+    def hq_quantize_grad_output(
+        self, g_y: torch.Tensor, block: int, bits: int, granularity: str, key: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        a = block_hadamard(g_y.float(), block, dim=1)
+        scale = absmax_scale(a, bits, granularity)
+        return quantize(a, scale, bits, "stochastic", key), scale
+
+    def hq_quantize_weight(self, weight: torch.Tensor, block: int, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+        b = block_hadamard(weight.float(), block, dim=0)
+        scale = sawb_scale(b, bits)
+        return quantize(b, scale, bits, "nearest"), scale
+
+    def hq_matmul(
+        self, a_codes: torch.Tensor, a_scale: torch.Tensor, b_codes: torch.Tensor, b_scale: torch.Tensor, block: int
+    ) -> torch.Tensor:
+        return (a_codes @ b_codes) * a_scale * (b_scale / block)
+
+    def hla_quantize(
+        self,
+        t: torch.Tensor,
+        tokens: int,
+        rank: int,
+        blocking: str,
+        bits: int,
+        rounding_mode: str,
+        granularity: str,
+        key: int | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        p = hla_project(t.float(), tokens, rank, blocking)
+        scale = absmax_scale(p, bits, granularity)
+        return quantize(p, scale, bits, rounding_mode, key), scale
+
+    def hla_matmul(
+        self, g_codes: torch.Tensor, g_scale: torch.Tensor, x_codes: torch.Tensor, x_scale: torch.Tensor, block: int
+    ) -> torch.Tensor:
+        return (g_codes.t() @ x_codes) * g_scale.t() * (x_scale / block)

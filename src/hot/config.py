@@ -1,0 +1,125 @@
+"""One frozen dataclass holds every knob of HOT and of the baselines that share its harness."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from .hadamard import is_power_of_two
+from .hla import BLOCKINGS, HLA_BLOCK
+from .quant import ROUNDINGS, SUPPORTED_BITS
+
+METHODS = ("fp", "hot", "int4", "luq", "lbp_wht", "hla_filter", "grad_dropout")
+BACKENDS = ("fake", "real")
+GX_GRANULARITIES = ("per_token", "per_tensor")
+GW_GRANULARITIES = ("per_tensor", "per_channel")
+
+
+@dataclass(frozen=True)
+class HOTConfig:
+    """How converted layers compute their backward pass. The forward pass is never changed.
+
+    method: ``hot`` (HQ on g_x, HLA on g_w), or a baseline in the same harness: ``fp`` (exact),
+        ``int4`` (plain per-tensor INT4, stochastic), ``luq``, ``lbp_wht``, and the follow-up's
+        ``hla_filter`` (HLA on g_w in floating point) with its control ``grad_dropout``.
+    gx_bits / gw_bits: integer widths of the g_x path (HQ, 4) and the g_w path (HLA, 8).
+    hq_block: Hadamard block along O on the g_x path (the largest power of two dividing O, at most this).
+    hla_rank: basis vectors kept of 16 on the g_w path (LP_L1 order).
+    hla_blocking: ``paper`` (blocks of 16 positions, samples zero-padded) or ``official`` (the authors'
+        code: largest power of two dividing T, which is 1 for ViT's T = 197).
+    abc: activation buffer compression, the forward saves only Q8(P x).
+    lqs / lqs_ratio: layer-wise choice of per-token or per-tensor scales for Q4(HT(g_y)); per-token wins
+        when its error is below ``lqs_ratio`` times the per-tensor one.
+    gx_granularity: the g_x scale used without LQS (and while LQS calibrates).
+    gw_granularity: scales on the g_w path, ``per_tensor`` or ``per_channel`` (O for P g_y, I for P x).
+    gy_rounding: rounding of g_y on both paths (``stochastic`` in the paper).
+    keep_ratio: kept fraction for ``hla_filter`` (rank = round(16·keep)) and ``grad_dropout``.
+    seed: the stochastic-rounding hash seed.
+    backend: ``fake`` (integers in float tensors, PyTorch ops, any device) or ``real`` (hot-kernels).
+    """
+
+    method: str = "hot"
+    gx_bits: int = 4
+    gw_bits: int = 8
+    hq_block: int = 16
+    hla_rank: int = 8
+    hla_blocking: str = "paper"
+    abc: bool = False
+    lqs: bool = False
+    lqs_ratio: float = 0.5
+    gx_granularity: str = "per_token"
+    gw_granularity: str = "per_tensor"
+    gy_rounding: str = "stochastic"
+    keep_ratio: float = 0.5
+    seed: int = 0
+    backend: str = "fake"
+
+    def __post_init__(self) -> None:
+        _one_of("method", self.method, METHODS)
+        _one_of("gx_bits", self.gx_bits, SUPPORTED_BITS)
+        _one_of("gw_bits", self.gw_bits, SUPPORTED_BITS)
+        if not isinstance(self.hq_block, int) or not is_power_of_two(self.hq_block):
+            raise ValueError(f"hq_block must be a power of two (1, 2, 4, …), got {self.hq_block!r}")
+        if not isinstance(self.hla_rank, int) or not 1 <= self.hla_rank <= HLA_BLOCK:
+            raise ValueError(f"hla_rank must be an integer in 1..{HLA_BLOCK}, got {self.hla_rank!r}")
+        _one_of("hla_blocking", self.hla_blocking, BLOCKINGS)
+        _one_of("gx_granularity", self.gx_granularity, GX_GRANULARITIES)
+        _one_of("gw_granularity", self.gw_granularity, GW_GRANULARITIES)
+        _one_of("gy_rounding", self.gy_rounding, ROUNDINGS)
+        _one_of("backend", self.backend, BACKENDS)
+        if not 0.0 < self.lqs_ratio:
+            raise ValueError(f"lqs_ratio must be positive, got {self.lqs_ratio!r}")
+        if not 0.0 < self.keep_ratio <= 1.0:
+            raise ValueError(f"keep_ratio must be in (0, 1], got {self.keep_ratio!r}")
+        if self.abc and self.method != "hot":
+            raise ValueError(
+                f"abc applies to method 'hot' only (HLA codes are what it saves), got method={self.method!r}"
+            )
+        if self.lqs and self.method != "hot":
+            raise ValueError(f"lqs applies to method 'hot' only, got method={self.method!r}")
+        if self.backend == "real" and self.method != "hot":
+            raise ValueError(
+                f"backend 'real' runs method 'hot' only; baselines are fake-quant, got method={self.method!r}"
+            )
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> HOTConfig:
+        """Build from a mapping (a config file section), rejecting unknown keys by name."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown HOTConfig key(s) {unknown}; known keys: {sorted(known)}")
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> HOTConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def _one_of(name: str, value: object, allowed: tuple) -> None:
+    if value not in allowed or isinstance(value, bool) != isinstance(allowed[0], bool):
+        raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
+
+
+# The methods of the paper's tables, by the names the experiment configs use.
+PRESETS: dict[str, HOTConfig] = {
+    "fp": HOTConfig(method="fp"),
+    "hot": HOTConfig(),
+    "hot_abc": HOTConfig(abc=True),
+    "hot_abc_lqs": HOTConfig(abc=True, lqs=True),
+    "int4": HOTConfig(method="int4"),
+    "luq": HOTConfig(method="luq"),
+    "lbp_wht": HOTConfig(method="lbp_wht"),
+}
+
+
+def preset(name: str, **changes: Any) -> HOTConfig:
+    """A named method of the paper's tables, optionally with some fields changed."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown method preset {name!r}; known: {sorted(PRESETS)}")
+    return PRESETS[name].replace(**changes)

@@ -1,0 +1,215 @@
+"""Backward estimators, one class per method, all on the GEMM view of a layer.
+
+A layer is ``y = x Wᵀ + b`` with ``x`` (L, I), ``W`` (O, I), ``g_y`` (L, O); L holds samples of
+``tokens`` consecutive positions. Each method estimates ``g_x = g_y W`` and ``g_w = g_yᵀ x``;
+bias gradients and the forward pass are exact and live in :mod:`hot.functional`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import rounding
+from .backends import get_backend
+from .config import HOTConfig
+from .hadamard import block_hadamard, largest_block
+from .hla import HLA_BLOCK, block_rows, hla_block, hla_project
+from .quant import fake_quantize, quantize, quantize_luq, sawb_scale
+from .rounding import Stream
+
+Saved = tuple[torch.Tensor, ...]
+
+
+@dataclass
+class LayerState:
+    """Mutable per-layer state: hash key parts, the LQS decision and its calibration errors."""
+
+    index: int
+    step: int = 0
+    gx_granularity: str | None = None
+    calibrating: bool = False
+    lqs_error_token: float = 0.0
+    lqs_error_tensor: float = 0.0
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The hash keys of one backward call (seed, layer, step; the stream picks the quantiser)."""
+
+    seed: int
+    layer: int
+    step: int
+
+    def __call__(self, stream: Stream) -> int:
+        return rounding.hash_key(self.seed, self.layer, self.step, stream)
+
+
+class Method:
+    """Exact backward; subclasses replace one or both GEMMs."""
+
+    def __init__(self, config: HOTConfig) -> None:
+        self.config = config
+
+    def pack_input(self, x: torch.Tensor, tokens: int, keys: Keys) -> Saved:
+        """What the forward keeps of x for g_w (ABC overrides this)."""
+        return (x,)
+
+    def grad_input(
+        self, g_y: torch.Tensor, weight: torch.Tensor, tokens: int, state: LayerState, keys: Keys
+    ) -> torch.Tensor:
+        return g_y.float() @ weight.float()
+
+    def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
+        return g_y.float().t() @ saved[0].float()
+
+
+class HOTMethod(Method):
+    """HQ (INT4, Hadamard along O) on g_x and HLA (INT8, rank r along L) on g_w."""
+
+    def __init__(self, config: HOTConfig) -> None:
+        super().__init__(config)
+        self.backend = get_backend(config.backend)
+
+    def pack_input(self, x: torch.Tensor, tokens: int, keys: Keys) -> Saved:
+        if not self.config.abc:
+            return (x,)
+        return self._quantize_input(x, tokens)
+
+    def _quantize_input(self, x: torch.Tensor, tokens: int) -> Saved:
+        c = self.config
+        granularity = "per_channel" if c.gw_granularity == "per_channel" else "per_tensor"
+        return self.backend.hla_quantize(x, tokens, c.hla_rank, c.hla_blocking, c.gw_bits, "nearest", granularity, None)
+
+    def grad_input(
+        self, g_y: torch.Tensor, weight: torch.Tensor, tokens: int, state: LayerState, keys: Keys
+    ) -> torch.Tensor:
+        c = self.config
+        block = largest_block(weight.shape[0], c.hq_block)
+        if state.calibrating:
+            record_lqs_errors(g_y, block, c.gx_bits, state)
+        granularity = state.gx_granularity or c.gx_granularity
+        a_codes, a_scale = self.backend.hq_quantize_grad_output(
+            g_y, block, c.gx_bits, granularity, keys(Stream.GX_GRAD_OUTPUT)
+        )
+        b_codes, b_scale = self.backend.hq_quantize_weight(weight, block, c.gx_bits)
+        return self.backend.hq_matmul(a_codes, a_scale, b_codes, b_scale, block)
+
+    def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
+        c = self.config
+        x_codes, x_scale = saved if c.abc else self._quantize_input(saved[0], tokens)
+        granularity = "per_channel" if c.gw_granularity == "per_channel" else "per_tensor"
+        g_codes, g_scale = self.backend.hla_quantize(
+            g_y, tokens, c.hla_rank, c.hla_blocking, c.gw_bits, c.gy_rounding, granularity, keys(Stream.GW_GRAD_OUTPUT)
+        )
+        return self.backend.hla_matmul(g_codes, g_scale, x_codes, x_scale, hla_block(tokens, c.hla_blocking))
+
+
+def record_lqs_errors(g_y: torch.Tensor, block: int, bits: int, state: LayerState) -> None:
+    """Accumulate the round-to-nearest error of per-token and per-tensor scales on A = HT(g_y)."""
+    a = block_hadamard(g_y.float(), block, dim=1)
+    for granularity in ("per_token", "per_tensor"):
+        err = torch.linalg.vector_norm(a - fake_quantize(a, bits, granularity, "nearest")).item()
+        if granularity == "per_token":
+            state.lqs_error_token += err
+        else:
+            state.lqs_error_tensor += err
+
+
+class Int4Method(Method):
+    """Both GEMMs on plain per-tensor INT4 operands, all stochastically rounded, no transform."""
+
+    def grad_input(
+        self, g_y: torch.Tensor, weight: torch.Tensor, tokens: int, state: LayerState, keys: Keys
+    ) -> torch.Tensor:
+        bits = self.config.gx_bits
+        g = fake_quantize(g_y, bits, "per_tensor", "stochastic", keys(Stream.GX_GRAD_OUTPUT))
+        w = fake_quantize(weight, bits, "per_tensor", "stochastic", keys(Stream.GX_WEIGHT))
+        return g @ w
+
+    def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
+        bits = self.config.gx_bits
+        g = fake_quantize(g_y, bits, "per_tensor", "stochastic", keys(Stream.GW_GRAD_OUTPUT))
+        x = fake_quantize(saved[0], bits, "per_tensor", "stochastic", keys(Stream.GW_INPUT))
+        return g.t() @ x
+
+
+class LUQMethod(Method):
+    """LUQ: logarithmic unbiased g_y, SAWB round-to-nearest INT4 weights and activations."""
+
+    def _sawb(self, t: torch.Tensor) -> torch.Tensor:
+        bits = self.config.gx_bits
+        scale = sawb_scale(t, bits)
+        return quantize(t, scale, bits, "nearest") * scale
+
+    def grad_input(
+        self, g_y: torch.Tensor, weight: torch.Tensor, tokens: int, state: LayerState, keys: Keys
+    ) -> torch.Tensor:
+        return quantize_luq(g_y, self.config.gx_bits, keys(Stream.GX_GRAD_OUTPUT)) @ self._sawb(weight)
+
+    def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
+        return quantize_luq(g_y, self.config.gx_bits, keys(Stream.GW_GRAD_OUTPUT)).t() @ self._sawb(saved[0])
+
+
+def hla_lowpass(t: torch.Tensor, tokens: int, rank: int, blocking: str) -> torch.Tensor:
+    """``Pᵀ P t / block`` per block along L: the orthogonal projection onto the kept Hadamard rows."""
+    length, channels = t.shape
+    block = hla_block(tokens, blocking)
+    rows = list(block_rows(block, rank))
+    coeffs = hla_project(t.float(), tokens, rank, blocking).reshape(length // tokens, -1, len(rows), channels)
+    full = coeffs.new_zeros(coeffs.shape[0], coeffs.shape[1], block, channels)
+    full[:, :, rows] = coeffs
+    back = block_hadamard(full.reshape(coeffs.shape[0], -1, channels), block, dim=1) / block
+    return back[:, :tokens].reshape(length, channels)
+
+
+class LBPWHTMethod(Method):
+    """LBP-WHT: the same rank-r Walsh-Hadamard projection along L on both GEMMs, in floating point."""
+
+    def grad_input(
+        self, g_y: torch.Tensor, weight: torch.Tensor, tokens: int, state: LayerState, keys: Keys
+    ) -> torch.Tensor:
+        c = self.config
+        return hla_lowpass(g_y, tokens, c.hla_rank, c.hla_blocking) @ weight.float()
+
+    def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
+        c = self.config
+        g = hla_project(g_y.float(), tokens, c.hla_rank, c.hla_blocking)
+        x = hla_project(saved[0].float(), tokens, c.hla_rank, c.hla_blocking)
+        return g.t() @ x / hla_block(tokens, c.hla_blocking)
+
+
+class HLAFilterMethod(Method):
+    """The follow-up's gradient filter: exact g_x, HLA on g_w in floating point at rank round(16·keep)."""
+
+    def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
+        c = self.config
+        rank = max(1, round(HLA_BLOCK * c.keep_ratio))
+        g = hla_project(g_y.float(), tokens, rank, c.hla_blocking)
+        x = hla_project(saved[0].float(), tokens, rank, c.hla_blocking)
+        return g.t() @ x / hla_block(tokens, c.hla_blocking)
+
+
+class GradDropoutMethod(Method):
+    """The filter's control: exact g_x, g_w from g_y with elements dropped at random (kept ones scaled by 1/keep)."""
+
+    def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
+        keep = self.config.keep_ratio
+        mask = rounding.uniform(g_y.shape, keys(Stream.DROPOUT), g_y.device) < keep
+        return (g_y.float() * mask / keep).t() @ saved[0].float()
+
+
+METHOD_REGISTRY: dict[str, type[Method]] = {
+    "fp": Method,
+    "hot": HOTMethod,
+    "int4": Int4Method,
+    "luq": LUQMethod,
+    "lbp_wht": LBPWHTMethod,
+    "hla_filter": HLAFilterMethod,
+    "grad_dropout": GradDropoutMethod,
+}
+
+
+def create_method(config: HOTConfig) -> Method:
+    return METHOD_REGISTRY[config.method](config)

@@ -12,7 +12,6 @@ import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("hot.commands.info", "versions, devices and whether the hot-kernels extension loads"),
-    "selfcheck": ("hot.commands.selfcheck", "gradient error of every method against the exact gradient"),
     "train": ("hot.train.cli", "train a timm model with a HOT method or a baseline"),
     "memory": ("hot.analysis.memory", "training-memory analysis: the paper's accounting and measured bytes"),
     "gbops": ("hot.analysis.gbops", "backward-pass bit-operations (supplement Tables 2 and 5)"),

@@ -50,7 +50,7 @@ def _grads(ctx: Any, g2d: torch.Tensor, to2d: Any) -> tuple:
         packed = tuple(saved) if layer.hot_config.abc else (to2d(saved[0]),)
         g_w = method.grad_weight(g2d, packed, ctx.tokens, ctx.keys)
     if ctx.has_bias and ctx.needs_input_grad[2]:
-        g_b = g2d.float().sum(0)
+        g_b = g2d.sum(0, dtype=torch.float64 if g2d.dtype == torch.float64 else torch.float32)
     return g_x, g_w, g_b
 
 

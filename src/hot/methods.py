@@ -46,6 +46,11 @@ class Keys:
         return rounding.hash_key(self.seed, self.layer, self.step, stream)
 
 
+def at_least_fp32(t: torch.Tensor) -> torch.Tensor:
+    """Exact paths compute in float32, or float64 where the inputs are."""
+    return t if t.dtype == torch.float64 else t.float()
+
+
 class Method:
     """Exact backward; subclasses replace one or both GEMMs."""
 
@@ -59,10 +64,10 @@ class Method:
     def grad_input(
         self, g_y: torch.Tensor, weight: torch.Tensor, tokens: int, state: LayerState, keys: Keys
     ) -> torch.Tensor:
-        return g_y.float() @ weight.float()
+        return at_least_fp32(g_y) @ at_least_fp32(weight)
 
     def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
-        return g_y.float().t() @ saved[0].float()
+        return at_least_fp32(g_y).t() @ at_least_fp32(saved[0])
 
 
 class HOTMethod(Method):
@@ -157,7 +162,7 @@ def hla_lowpass(t: torch.Tensor, tokens: int, rank: int, blocking: str) -> torch
     length, channels = t.shape
     block = hla_block(tokens, blocking)
     rows = list(block_rows(block, rank))
-    coeffs = hla_project(t.float(), tokens, rank, blocking).reshape(length // tokens, -1, len(rows), channels)
+    coeffs = hla_project(at_least_fp32(t), tokens, rank, blocking).reshape(length // tokens, -1, len(rows), channels)
     full = coeffs.new_zeros(coeffs.shape[0], coeffs.shape[1], block, channels)
     full[:, :, rows] = coeffs
     back = block_hadamard(full.reshape(coeffs.shape[0], -1, channels), block, dim=1) / block

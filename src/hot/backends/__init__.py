@@ -18,10 +18,10 @@ class Backend(Protocol):
     def hq_quantize_grad_output(
         self, g_y: torch.Tensor, block: int, bits: int, granularity: str, key: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Codes and scales of Q(HT(g_y)): block Hadamard along O, stochastic rounding, (L, 1) or () scales."""
+        """int8 codes and float32 scales of Q(HT(g_y)): block Hadamard along O, stochastic rounding, (L, 1) or ()."""
 
     def hq_quantize_weight(self, weight: torch.Tensor, block: int, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Codes and per-tensor SAWB scale of Q(HT(W)): block Hadamard along O, round-to-nearest."""
+        """int8 codes and per-tensor SAWB scale of Q(HT(W)): block Hadamard along O, round-to-nearest."""
 
     def hq_matmul(
         self, a_codes: torch.Tensor, a_scale: torch.Tensor, b_codes: torch.Tensor, b_scale: torch.Tensor, block: int
@@ -39,7 +39,7 @@ class Backend(Protocol):
         granularity: str,
         key: int | None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Codes and scale of Q(P t) along L (:func:`hot.hla.hla_project`); scale () or (1, C)."""
+        """int8 codes and float32 scale of Q(P t) along L (:func:`hot.hla.hla_project`); scale () or (1, C)."""
 
     def hla_matmul(
         self, g_codes: torch.Tensor, g_scale: torch.Tensor, x_codes: torch.Tensor, x_scale: torch.Tensor, block: int

@@ -1,4 +1,8 @@
-"""The reference backend: HOT's integer arithmetic on integer-valued float32 tensors ("fake quant")."""
+"""The reference backend: HOT's integer arithmetic on integer-valued float32 tensors ("fake quant").
+
+Codes are returned as int8 (what is stored, e.g. the ABC buffer), the GEMMs run in float32 on the
+integer values, as the paper's training code did.
+"""
 
 from __future__ import annotations
 
@@ -17,17 +21,17 @@ class ReferenceBackend:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         a = block_hadamard(g_y.float(), block, dim=1)
         scale = absmax_scale(a, bits, granularity)
-        return quantize(a, scale, bits, "stochastic", key), scale
+        return quantize(a, scale, bits, "stochastic", key).to(torch.int8), scale
 
     def hq_quantize_weight(self, weight: torch.Tensor, block: int, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
         b = block_hadamard(weight.float(), block, dim=0)
         scale = sawb_scale(b, bits)
-        return quantize(b, scale, bits, "nearest"), scale
+        return quantize(b, scale, bits, "nearest").to(torch.int8), scale
 
     def hq_matmul(
         self, a_codes: torch.Tensor, a_scale: torch.Tensor, b_codes: torch.Tensor, b_scale: torch.Tensor, block: int
     ) -> torch.Tensor:
-        return (a_codes @ b_codes) * a_scale * (b_scale / block)
+        return (a_codes.float() @ b_codes.float()) * a_scale * (b_scale / block)
 
     def hla_quantize(
         self,
@@ -42,9 +46,9 @@ class ReferenceBackend:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         p = hla_project(t.float(), tokens, rank, blocking)
         scale = absmax_scale(p, bits, granularity)
-        return quantize(p, scale, bits, rounding_mode, key), scale
+        return quantize(p, scale, bits, rounding_mode, key).to(torch.int8), scale
 
     def hla_matmul(
         self, g_codes: torch.Tensor, g_scale: torch.Tensor, x_codes: torch.Tensor, x_scale: torch.Tensor, block: int
     ) -> torch.Tensor:
-        return (g_codes.t() @ x_codes) * g_scale.t() * (x_scale / block)
+        return (g_codes.float().t() @ x_codes.float()) * g_scale.t() * (x_scale / block)

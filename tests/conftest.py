@@ -1,0 +1,17 @@
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _deterministic_torch():
+    torch.manual_seed(0)
+    yield
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,46 @@
+import pytest
+
+from hot import HOTConfig, preset
+from hot.config import PRESETS
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"hla_rank": 0}, "hla_rank"),
+        ({"hla_rank": 17}, "hla_rank"),
+        ({"gx_bits": 3}, "gx_bits"),
+        ({"gw_bits": 16}, "gw_bits"),
+        ({"method": "hotter"}, "method"),
+        ({"hla_blocking": "diagonal"}, "hla_blocking"),
+        ({"hq_block": 12}, "hq_block"),
+        ({"backend": "tpu"}, "backend"),
+        ({"gx_granularity": "per_channel"}, "gx_granularity"),
+        ({"keep_ratio": 0.0}, "keep_ratio"),
+        ({"method": "luq", "abc": True}, "abc"),
+        ({"gx_bits": True}, "gx_bits"),
+    ],
+)
+def test_bad_config_names_the_field(changes, field):
+    with pytest.raises(ValueError, match=field):
+        HOTConfig(**changes)
+
+
+def test_config_is_frozen_and_round_trips():
+    c = HOTConfig(abc=True, hla_rank=4)
+    with pytest.raises(AttributeError):
+        c.hla_rank = 8
+    assert HOTConfig.from_dict(c.to_dict()) == c
+
+
+def test_unknown_key_is_named():
+    with pytest.raises(ValueError, match="hla_rnak"):
+        HOTConfig.from_dict({"hla_rnak": 8})
+
+
+def test_presets():
+    assert preset("hot_abc_lqs") == HOTConfig(abc=True, lqs=True)
+    assert preset("hot", hla_rank=4).hla_rank == 4
+    assert set(PRESETS) >= {"fp", "hot", "hot_abc", "hot_abc_lqs", "int4", "luq", "lbp_wht"}
+    with pytest.raises(ValueError, match="unknown method preset"):
+        preset("nope")

@@ -1,0 +1,83 @@
+import pytest
+import torch
+from torch import nn
+
+from hot import HOTConfig
+from hot.config import METHODS
+from hot.hla import hla_basis
+from hot.methods import Keys, LayerState, create_method, hla_lowpass
+from hot.modules import HOTLinear
+
+
+def rel(a, b):
+    return ((a - b).norm() / b.norm()).item()
+
+
+def case(tokens=32, batch=3, in_f=48, out_f=64):
+    g = torch.randn(batch * tokens, out_f)
+    x = torch.randn(batch * tokens, in_f)
+    w = torch.randn(out_f, in_f)
+    return g, x, w, tokens
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_gives_finite_gradients_of_the_right_shape(method):
+    g, x, w, tokens = case()
+    m = create_method(HOTConfig(method=method))
+    keys = Keys(0, 0, 0)
+    gx = m.grad_input(g, w, tokens, LayerState(0), keys)
+    gw = m.grad_weight(g, m.pack_input(x, tokens, keys), tokens, keys)
+    assert gx.shape == (g.shape[0], w.shape[1]) and gw.shape == w.shape
+    assert torch.isfinite(gx).all() and torch.isfinite(gw).all()
+    # every method estimates the true gradient: positively aligned with it
+    assert torch.nn.functional.cosine_similarity(gw.flatten(), (g.t() @ x).flatten(), dim=0) > 0.4
+    assert torch.nn.functional.cosine_similarity(gx.flatten(), (g @ w).flatten(), dim=0) > 0.4
+
+
+def test_lbp_wht_is_the_projection_along_tokens_on_both_gemms():
+    g, x, w, tokens = case(tokens=16, batch=1)
+    m = create_method(HOTConfig(method="lbp_wht"))
+    p = hla_basis(8)
+    proj = p.t() @ p / 16
+    keys = Keys(0, 0, 0)
+    torch.testing.assert_close(m.grad_input(g, w, tokens, LayerState(0), keys), proj @ g @ w, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(m.grad_weight(g, (x,), tokens, keys), g.t() @ proj @ x, rtol=1e-4, atol=1e-4)
+
+
+def test_lowpass_with_padding_and_full_rank():
+    t = torch.randn(2 * 20, 5, dtype=torch.float64)
+    torch.testing.assert_close(hla_lowpass(t, 20, 16, "paper"), t)
+    t32 = torch.randn(2 * 32, 5, dtype=torch.float64)
+    low = hla_lowpass(t32, 32, 8, "paper")
+    torch.testing.assert_close(hla_lowpass(low, 32, 8, "paper"), low)  # a projector: idempotent
+
+
+@pytest.mark.parametrize("method", ["hla_filter", "grad_dropout"])
+def test_keep_ratio_one_is_exact(method):
+    g, x, _, tokens = case()
+    m = create_method(HOTConfig(method=method, keep_ratio=1.0))
+    torch.testing.assert_close(m.grad_weight(g, (x,), tokens, Keys(0, 0, 0)), g.t() @ x, rtol=1e-4, atol=1e-4)
+
+
+def test_grad_dropout_is_unbiased_and_keeps_the_ratio():
+    g, x, _, tokens = case()
+    m = create_method(HOTConfig(method="grad_dropout", keep_ratio=0.6))
+    mean = sum(m.grad_weight(g, (x,), tokens, Keys(0, 0, s)) for s in range(200)) / 200
+    assert rel(mean, g.t() @ x) < 0.1
+    single = m.grad_weight(g, (x,), tokens, Keys(0, 0, 0))
+    assert rel(single, g.t() @ x) > 0.3
+
+
+def test_hot_error_is_lower_than_plain_int4_on_outlier_gradients():
+    # one outlier channel in every block of 16: the Hadamard transform spreads each over its block
+    layer = nn.Linear(64, 128)
+    x = torch.randn(4, 32, 64)
+    g = torch.randn(4, 32, 128)
+    g[..., ::16] *= 20
+    errors = {}
+    for method in ("hot", "int4"):
+        m = HOTLinear.from_float(layer, HOTConfig(method=method, gx_granularity="per_tensor"), 0)
+        xx = x.clone().requires_grad_()
+        m(xx).backward(g)
+        errors[method] = rel(xx.grad, g @ layer.weight.detach())
+    assert errors["hot"] < errors["int4"] / 2

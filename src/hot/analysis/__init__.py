@@ -1,0 +1,2 @@
+"""Analyses behind the paper's efficiency claims: training memory (``hot memory``) and backward
+bit-operations (``hot gbops``)."""

@@ -1,0 +1,87 @@
+import json
+
+import pytest
+
+from hot.analysis import memory
+from hot.analysis.common import create_model
+from hot.cli import main
+from hot.paper import paper_values
+
+VIT = "vit_base_patch16_224"
+
+
+def _by_method(rows):
+    return {row["method"]: row for row in rows}
+
+
+@pytest.fixture(scope="module")
+def figure_rows():
+    figure = paper_values()["memory_figure"]
+    return figure, _by_method(memory.paper_accounting(figure["model"], figure["batch_size"], 100, ["fp", "hot_abc"]))
+
+
+@pytest.mark.parametrize("method", ["fp", "hot_abc"])
+@pytest.mark.parametrize("part", ["weight", "gradient", "optimizer", "activation", "total"])
+def test_paper_accounting_reproduces_memory_figure(figure_rows, method, part):
+    figure, rows = figure_rows
+    assert round(rows[method][f"{part}_gb"], 2) == figure[method][part]
+
+
+def test_table1_is_the_paper_accounting_at_batch_128():
+    """Supplement Table 1 states no batch; the authors' ViT-B script uses 128, and only 128 matches both rows."""
+    published = {row["method"]: row["memory_gb"] for row in paper_values()["table1"]["rows"]}
+    matches = {}
+    for batch in (64, 128, 256):
+        rows = _by_method(memory.paper_accounting(VIT, batch, 100, ["hot", "hot_abc"]))
+        matches[batch] = all(abs(rows[m]["total_gb"] / published[m] - 1) <= 0.03 for m in ("hot", "hot_abc"))
+    assert matches == {64: False, 128: True, 256: False}
+
+
+def test_abc_bytes_per_element_is_half_a_byte():
+    assert memory.abc_bytes_per_element(memory.preset("hot_abc")) == 0.5
+
+
+@pytest.fixture(scope="module")
+def resnet_measured():
+    return {
+        device: _by_method(memory.measured_accounting("resnet18", 2, 10, ["fp", "hot", "hot_abc"], device, 32))
+        for device in ("cpu", "meta")
+    }
+
+
+def test_measured_abc_saves_fewer_bytes_than_fp_on_a_vit():
+    rows = _by_method(memory.measured_accounting("vit_tiny_patch16_224", 2, 10, ["fp", "hot", "hot_abc"], "cpu"))
+    assert rows["hot_abc"]["activation_bytes"] < rows["hot"]["activation_bytes"] <= rows["fp"]["activation_bytes"]
+    assert rows["fp"]["weight_bytes"] == rows["hot_abc"]["weight_bytes"] > 0
+
+
+def test_measured_abc_on_3x3_convs_keeps_more_than_fp(resnet_measured):
+    """ABC packs the im2col-unfolded input: k² = 9 columns per element at half a byte each (docs/memory.md)."""
+    rows = resnet_measured["cpu"]
+    assert rows["hot_abc"]["activation_bytes"] > rows["fp"]["activation_bytes"]
+
+
+def test_measured_meta_counts_what_cpu_counts(resnet_measured):
+    for method, row in resnet_measured["cpu"].items():
+        assert resnet_measured["meta"][method]["activation_bytes"] == row["activation_bytes"]
+
+
+def test_unknown_model_is_a_clear_error(tmp_path, capsys):
+    with pytest.raises(ValueError, match="unknown timm model 'no_such_net'"):
+        create_model("no_such_net")
+    out = tmp_path / "m.json"
+    assert main(["memory", "--model", "no_such_net", "--out", str(out)]) == 2
+    assert "unknown timm model" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_cli_writes_json_and_csv(tmp_path):
+    out = tmp_path / "mem.json"
+    args = ["memory", "--model", "resnet18", "--batch-size", "2", "--num-classes", "10", "--image-size", "32"]
+    assert main([*args, "--methods", "fp,hot_abc", "--device", "cpu", "--out", str(out)]) == 0
+    payload = json.loads(out.read_text())
+    assert {(r["accounting"], r["method"]) for r in payload["rows"]} == {
+        (a, m) for a in ("paper", "measured") for m in ("fp", "hot_abc")
+    }
+    assert payload["environment"]["torch"]
+    assert out.with_suffix(".csv").read_text().startswith("accounting,")

@@ -12,6 +12,13 @@ def test_fmix32_matches_python_reference():
     assert rounding.fmix32_int(1) == 0x514E28B7
 
 
+def test_cpu_fast_path_equals_the_int64_definition():
+    key = rounding.hash_key(seed=9, layer=4, step=2, stream=1)
+    index = torch.arange(5000, dtype=torch.int64)
+    by_definition = (rounding.fmix32(rounding.fmix32(index) ^ key) >> 8).float() * 2.0**-24
+    assert torch.equal(rounding.uniform((50, 100), key), by_definition.reshape(50, 100))
+
+
 def test_uniform_is_deterministic_and_in_range():
     key = rounding.hash_key(seed=3, layer=1, step=7, stream=0)
     u1 = rounding.uniform((1000, 33), key)

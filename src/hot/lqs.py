@@ -72,4 +72,5 @@ def write_json_atomic(path: Path, data: object) -> None:
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
         json.dump(data, tmp, indent=2, sort_keys=True)
         tmp.write("\n")
+    os.chmod(tmp.name, 0o644)  # tempfile creates 0600; results are meant to be read by others
     os.replace(tmp.name, path)

@@ -1,0 +1,42 @@
+"""``hot train --out DIR [--config FILE.yaml ...] [--set KEY=VALUE ...] [--resume/--no-resume]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--out", required=True, help="output directory (metrics.json, checkpoint.pt, model.pt, lqs.json)"
+    )
+    parser.add_argument(
+        "--config", action="append", default=[], metavar="FILE.yaml", help="config file; several merge left to right"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="overrides",
+        help="override one key after the files (dotted keys for nested, YAML values)",
+    )
+    parser.add_argument(
+        "--resume",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="resume from OUT/checkpoint.pt (default: when it exists)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from .config import load_config
+    from .loop import train
+
+    try:
+        config = load_config(args.config, args.overrides)
+    except (ValueError, OSError) as err:
+        print(f"hot train: config error: {err}", file=sys.stderr)
+        return 2
+    train(config, args.out, resume=args.resume)
+    return 0

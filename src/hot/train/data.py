@@ -1,0 +1,330 @@
+"""Datasets: Fashion-MNIST (embedded, offline), CIFAR-10/100 (torchvision), ImageNet-100/1k (ImageFolder), synthetic.
+
+Fashion-MNIST is found by three routes, in order: the Debian package's files in /usr/share/datasets/fashion-mnist/,
+the same package fetched without root into ``resources/`` (``apt-get download`` + ``dpkg-deb -x``), and torchvision's
+download into ``data_dir``. Every route's files are checked against the SHA-256 of the decompressed idx data (the
+Debian package recompresses the upstream .gz files, so only the decompressed bytes are the same everywhere).
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import Dataset
+
+FASHION_MNIST_MEAN, FASHION_MNIST_STD = (0.2860,), (0.3530,)
+CIFAR10_MEAN, CIFAR10_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
+CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+PACKAGE_DIR = "usr/share/datasets/fashion-mnist"  # where the Debian package puts the files, from its root
+SYSTEM_DIR = Path("/") / PACKAGE_DIR
+RESOURCES_DIR = Path("resources")  # relative to the working directory (the repository root in the workflow)
+DEBIAN_PACKAGE = "dataset-fashion-mnist"
+# SHA-256 of the decompressed idx files; checked against the Debian package (0.0~git20200523.55506a9-1), whose
+# decompressed bytes also match the MD5s torchvision once listed for the upstream raw files.
+FASHION_MNIST_SHA256 = {
+    "train-images-idx3-ubyte": "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
+    "train-labels-idx1-ubyte": "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
+    "t10k-images-idx3-ubyte": "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
+    "t10k-labels-idx1-ubyte": "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
+}
+SYNTHETIC_SIZES = (256, 128)  # train, test samples when no subset is asked for
+
+
+class DatasetError(RuntimeError):
+    """A dataset could not be found, fetched or verified."""
+
+
+class ChecksumError(DatasetError):
+    """A file's content does not match its recorded SHA-256."""
+
+
+def dataset_info(name: str, data_dir: str) -> tuple[int, int]:
+    """(number of classes, input channels) of a dataset, without loading it."""
+    if name in ("fashion_mnist", "synthetic"):
+        return 10, 1
+    if name in ("cifar10", "cifar100"):
+        return (10 if name == "cifar10" else 100), 3
+    expected = 100 if name == "imagenet100" else 1000
+    classes = _imagenet_classes(Path(data_dir) / "train", name)
+    if len(classes) != expected:
+        raise DatasetError(
+            f"{name} expects {expected} class folders in {Path(data_dir) / 'train'}, found {len(classes)}"
+        )
+    return expected, 3
+
+
+# --- Fashion-MNIST -------------------------------------------------------------------------------------------------
+
+
+def read_verified(path: Path) -> bytes:
+    """The decompressed bytes of one Fashion-MNIST idx file (.gz or raw), checked against its recorded SHA-256."""
+    stem = path.name.removesuffix(".gz")
+    data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != FASHION_MNIST_SHA256[stem]:
+        raise ChecksumError(
+            f"{path}: SHA-256 of the decompressed data is {actual}, expected {FASHION_MNIST_SHA256[stem]} "
+            "(corrupt or not Fashion-MNIST)"
+        )
+    return data
+
+
+def _read_dir(directory: Path) -> dict[str, bytes]:
+    files = {}
+    for stem in FASHION_MNIST_SHA256:
+        candidates = [directory / f"{stem}.gz", directory / stem]
+        found = next((p for p in candidates if p.is_file()), None)
+        if found is None:
+            raise DatasetError(f"{directory}: {stem}.gz not found")
+        files[stem] = read_verified(found)
+    return files
+
+
+def _system_route() -> dict[str, bytes]:
+    return _read_dir(SYSTEM_DIR)
+
+
+def _debian_route() -> dict[str, bytes]:
+    target = RESOURCES_DIR / DEBIAN_PACKAGE
+    extracted = target / PACKAGE_DIR
+    if not extracted.is_dir():
+        for tool in ("apt-get", "dpkg-deb"):
+            if shutil.which(tool) is None:
+                raise DatasetError(f"{tool} not found (not a Debian-based system)")
+        RESOURCES_DIR.mkdir(parents=True, exist_ok=True)
+        _run(["apt-get", "download", DEBIAN_PACKAGE], RESOURCES_DIR)
+        debs = sorted(RESOURCES_DIR.glob(f"{DEBIAN_PACKAGE}_*.deb"))
+        if not debs:
+            raise DatasetError(f"apt-get download left no {DEBIAN_PACKAGE}_*.deb in {RESOURCES_DIR}")
+        _run(["dpkg-deb", "-x", str(debs[-1].resolve()), str(target.resolve())], RESOURCES_DIR)
+    return _read_dir(extracted)
+
+
+def _run(command: list[str], cwd: Path) -> None:
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
+    if result.returncode != 0:
+        raise DatasetError(f"{' '.join(command)} failed: {result.stderr.strip()[-500:]}")
+
+
+def _torchvision_route(data_dir: str) -> dict[str, bytes]:
+    from torchvision.datasets import FashionMNIST
+
+    try:
+        FashionMNIST(data_dir, download=True)
+    except Exception as err:  # network errors come in many types (URLError, socket, HTTP)
+        raise DatasetError(f"torchvision download into {data_dir} failed: {type(err).__name__}: {err}") from err
+    return _read_dir(Path(data_dir) / "FashionMNIST" / "raw")
+
+
+def fashion_mnist_routes(data_dir: str) -> list[tuple[str, Callable[[], dict[str, bytes]]]]:
+    return [
+        (f"the Debian package's files in {SYSTEM_DIR} (apt-get install {DEBIAN_PACKAGE})", _system_route),
+        (
+            f"the Debian package fetched without root into {RESOURCES_DIR}/ (apt-get download {DEBIAN_PACKAGE} + "
+            "dpkg-deb -x)",
+            _debian_route,
+        ),
+        (f"torchvision's download into {data_dir}", functools.partial(_torchvision_route, data_dir)),
+    ]
+
+
+@functools.lru_cache(maxsize=2)
+def load_fashion_mnist(data_dir: str) -> dict[str, torch.Tensor]:
+    """Images (uint8, N x 28 x 28) and labels (int64) of both splits, from the first route that works."""
+    failures = []
+    for description, route in fashion_mnist_routes(data_dir):
+        try:
+            raw = route()
+        except DatasetError as err:
+            failures.append(f"  - {description}: {err}")
+            continue
+        return {stem: _parse_idx(data) for stem, data in raw.items()}
+    raise DatasetError("Fashion-MNIST could not be loaded by any route:\n" + "\n".join(failures))
+
+
+def _parse_idx(data: bytes) -> torch.Tensor:
+    ndim = data[3]
+    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+    array = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+    tensor = torch.from_numpy(array.copy())
+    return tensor.long() if ndim == 1 else tensor
+
+
+# --- Datasets --------------------------------------------------------------------------------------------------------
+
+
+class ImageTensorDataset(Dataset):
+    """uint8 images (N, H, W) or (N, C, H, W) in memory, normalised and resized per sample."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, mean: tuple, std: tuple, size: int) -> None:
+        self.images, self.labels, self.size = images, labels, size
+        self.mean = torch.tensor(mean).view(-1, 1, 1)
+        self.std = torch.tensor(std).view(-1, 1, 1)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        x = self.images[i].float().div(255.0)
+        x = (x.unsqueeze(0) if x.dim() == 2 else x).sub(self.mean).div(self.std)
+        if x.shape[-1] != self.size:
+            x = F.interpolate(x[None], size=(self.size, self.size), mode="bilinear", align_corners=False)[0]
+        return x, int(self.labels[i])
+
+
+class Selected(Dataset):
+    """Some samples of a dataset, with labels renumbered 0..k-1 in the order of the kept classes."""
+
+    def __init__(self, base: Any, indices: Sequence[int], label_map: dict[int, int] | None) -> None:
+        self.base, self.indices, self.label_map = base, list(indices), label_map
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        x, y = self.base[self.indices[i]]
+        return x, (self.label_map[int(y)] if self.label_map is not None else int(y))
+
+
+def select(base: Any, labels: Sequence[int], classes: Sequence[int] | None, subset: int | None, seed: int) -> Selected:
+    """Keep ``classes`` (labels remapped), then at most ``subset`` samples chosen by ``seed`` (in dataset order)."""
+    labels = torch.as_tensor(labels)
+    if classes is None:
+        indices, label_map = torch.arange(len(labels)), None
+    else:
+        indices = torch.nonzero(torch.isin(labels, torch.tensor(list(classes)))).flatten()
+        label_map = {c: i for i, c in enumerate(classes)}
+    if subset is not None and subset < len(indices):
+        chosen = torch.randperm(len(indices), generator=torch.Generator().manual_seed(seed))[:subset]
+        indices = indices[chosen.sort().values]
+    return Selected(base, indices.tolist(), label_map)
+
+
+def build_datasets(
+    name: str,
+    data_dir: str,
+    image_size: int,
+    classes: Sequence[int] | None,
+    train_subset: int | None,
+    test_subset: int | None,
+    seed: int,
+) -> tuple[Selected, Selected]:
+    """Train and test sets, class-filtered and subsampled."""
+    num_classes, _ = dataset_info(name, data_dir)
+    if classes is not None and max(classes) >= num_classes:
+        raise ValueError(f"classes: ids must be below {num_classes} for {name}, got {list(classes)}")
+    splits = _load_splits(name, data_dir, image_size)
+    (train, train_labels), (test, test_labels) = splits
+    return (
+        select(train, train_labels, classes, train_subset, seed),
+        select(test, test_labels, classes, test_subset, seed),
+    )
+
+
+def _load_splits(name: str, data_dir: str, size: int) -> tuple[tuple[Any, Sequence[int]], ...]:
+    if name == "fashion_mnist":
+        raw = load_fashion_mnist(data_dir)
+        return tuple(
+            (
+                ImageTensorDataset(
+                    raw[f"{p}-images-idx3-ubyte"],
+                    raw[f"{p}-labels-idx1-ubyte"],
+                    FASHION_MNIST_MEAN,
+                    FASHION_MNIST_STD,
+                    size,
+                ),
+                raw[f"{p}-labels-idx1-ubyte"],
+            )
+            for p in ("train", "t10k")
+        )
+    if name == "synthetic":
+        return tuple(
+            (ImageTensorDataset(images, labels, (0.5,), (0.25,), size), labels)
+            for images, labels in _synthetic(SYNTHETIC_SIZES)
+        )
+    if name in ("cifar10", "cifar100"):
+        return _cifar(name, data_dir, size)
+    return _imagenet(name, data_dir, size)
+
+
+def _synthetic(sizes: tuple[int, int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    # Fixed (seed 0), learnable: each class is a random prototype image plus noise.
+    g = torch.Generator().manual_seed(0)
+    prototypes = torch.randn(10, 28, 28, generator=g)
+    out = []
+    for n in sizes:
+        labels = torch.randint(0, 10, (n,), generator=g)
+        images = prototypes[labels] + 0.5 * torch.randn(n, 28, 28, generator=g)
+        out.append(((images * 40 + 128).clamp(0, 255).to(torch.uint8), labels))
+    return out
+
+
+def _cifar(name: str, data_dir: str, size: int) -> tuple[tuple[Any, Sequence[int]], ...]:
+    from torchvision import datasets, transforms
+
+    cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
+    mean, std = (CIFAR10_MEAN, CIFAR10_STD) if name == "cifar10" else (CIFAR100_MEAN, CIFAR100_STD)
+    resize = [transforms.Resize(size, antialias=True)] if size != 32 else []
+    train_tf = transforms.Compose(
+        [
+            transforms.RandomCrop(32, padding=4),
+            transforms.RandomHorizontalFlip(),
+            transforms.ToTensor(),
+            transforms.Normalize(mean, std),
+            *resize,
+        ]
+    )
+    test_tf = transforms.Compose([transforms.ToTensor(), transforms.Normalize(mean, std), *resize])
+    out = []
+    for train, tf in ((True, train_tf), (False, test_tf)):
+        try:
+            ds = cls(data_dir, train=train, transform=tf, download=False)
+        except RuntimeError:
+            try:
+                ds = cls(data_dir, train=train, transform=tf, download=True)
+            except Exception as err:  # network errors come in many types
+                raise DatasetError(
+                    f"{name} is not in {data_dir} and could not be downloaded ({type(err).__name__}: {err}); "
+                    f"download it where the network is reachable into data_dir ({data_dir})"
+                ) from err
+        out.append((ds, ds.targets))
+    return tuple(out)
+
+
+def _imagenet_classes(root: Path, name: str) -> list[str]:
+    if not root.is_dir():
+        raise DatasetError(
+            f"{name} expects an ImageFolder layout: {root}/<class>/<image> and {root.parent / 'val'}/<class>/<image> "
+            "(set data_dir)"
+        )
+    return sorted(p.name for p in root.iterdir() if p.is_dir())
+
+
+def _imagenet(name: str, data_dir: str, size: int) -> tuple[tuple[Any, Sequence[int]], ...]:
+    from torchvision import datasets, transforms
+
+    normalize = transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)
+    train_tf = transforms.Compose(
+        [transforms.RandomResizedCrop(size), transforms.RandomHorizontalFlip(), transforms.ToTensor(), normalize]
+    )
+    test_tf = transforms.Compose(
+        [transforms.Resize(int(size / 0.875)), transforms.CenterCrop(size), transforms.ToTensor(), normalize]
+    )
+    out = []
+    for split, tf in (("train", train_tf), ("val", test_tf)):
+        _imagenet_classes(Path(data_dir) / split, name)
+        ds = datasets.ImageFolder(str(Path(data_dir) / split), transform=tf)
+        out.append((ds, ds.targets))
+    return tuple(out)

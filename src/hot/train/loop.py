@@ -1,0 +1,529 @@
+"""One training run from a TrainConfig into an output directory: resumable, reproducible, optionally under torchrun.
+
+Reproducibility across a kill and resume rests on three things: the checkpoint holds every piece of state that
+changes during an epoch (weights, optimiser, scheduler, the HOT layers' rounding step counters as module extra
+state, the RNG states), the shuffling and worker seeds are a function of (seed, epoch) alone, and the stochastic
+rounding in HOT is a hash of (seed, layer, step), not an RNG draw.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import resource
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import DataLoader, DistributedSampler, Subset
+from tqdm import tqdm
+
+from .. import lqs
+from ..convert import convert, hot_layers, set_config
+from ..lora import apply_lora
+from ..lqs import write_json_atomic
+from .config import RESUME_FREE_KEYS, TrainConfig
+from .data import build_datasets, dataset_info
+from .models import classifier_name, create_model, default_image_size
+
+CHECKPOINT, METRICS, MODEL, LQS = "checkpoint.pt", "metrics.json", "model.pt", "lqs.json"
+WARMUP_BITS = 8
+
+
+class NonFiniteError(FloatingPointError):
+    """A loss or gradient became NaN or Inf."""
+
+
+@dataclass(frozen=True)
+class Distributed:
+    """This process's place in a torchrun job (rank 0 of 1 without one)."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+
+    def sum(self, values: list[float], device: torch.device) -> list[float]:
+        if self.world == 1:
+            return values
+        t = torch.tensor(values, dtype=torch.float64, device=device)
+        dist.all_reduce(t)
+        return t.tolist()
+
+
+def train(config: TrainConfig, out: str | os.PathLike, resume: bool | None = None) -> dict[str, Any]:
+    """Train as ``config`` says, writing into ``out``; returns the metrics (also written to metrics.json).
+
+    ``resume``: None resumes when ``out`` holds a checkpoint, True the same, False starts afresh. Under torchrun
+    (WORLD_SIZE > 1) every process calls this; rank 0 writes the files.
+    """
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    own_group = world > 1 and not dist.is_initialized()
+    if own_group:
+        backend = "nccl" if config.device != "cpu" and torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend)
+    place = Distributed(int(os.environ.get("RANK", "0")), world, int(os.environ.get("LOCAL_RANK", "0")))
+    try:
+        with _determinism(config.deterministic):
+            return _Run(config, Path(out), place).run(resume is not False)
+    finally:
+        if own_group:
+            dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def _determinism(on: bool) -> Iterator[None]:
+    # Process-wide switches: set for the run, then put back (a caller may train several runs in one process).
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.backends.cudnn.benchmark,
+    )
+    if on:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS reads it at its first use
+        torch.use_deterministic_algorithms(True, warn_only=True)  # warn where an op has no deterministic kernel
+        torch.backends.cudnn.benchmark = False
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        torch.backends.cudnn.benchmark = before[2]
+
+
+def build_model(config: TrainConfig, num_classes: int, in_chans: int) -> nn.Module:
+    """The timm model with its initial weights, then HOT (or a baseline) and LoRA as the method says."""
+    model = create_model(config.model, num_classes, in_chans, pretrained=config.init == "timm")
+    if config.init not in (None, "timm"):
+        load_init(model, Path(config.init))
+    hot_config, lora = config.hot_config(), config.lora_settings()
+    if lora is not None:
+        from peft import LoraConfig
+
+        head = classifier_name(model)
+        targets = lora["target_modules"] or _lora_targets(model, head)
+        lora_config = LoraConfig(
+            r=lora["rank"],
+            lora_alpha=lora["alpha"],
+            lora_dropout=lora["dropout"],
+            target_modules=targets,
+            modules_to_save=[head] if head else None,
+        )
+        return apply_lora(
+            model,
+            lora_config,
+            hot_config,
+            on_frozen=lora["on_frozen"] and hot_config is not None,
+            on_decomposed=lora["on_decomposed"] and hot_config is not None,
+        )
+    if hot_config is not None:
+        convert(model, hot_config, exclude=config.exclude)
+    return model
+
+
+def _lora_targets(model: nn.Module, head: str | None) -> list[str]:
+    # Every Linear and non-grouped Conv2d but the classifier (which trains fully, as modules_to_save).
+    names = [
+        name
+        for name, mod in model.named_modules()
+        if (type(mod) is nn.Linear or (type(mod) is nn.Conv2d and mod.groups == 1))
+        and not (head and (name == head or name.startswith(head + ".")))
+    ]
+    if not names:
+        raise ValueError(
+            "lora: the model has no Linear or Conv2d layer besides the classifier; set lora.target_modules"
+        )
+    return names
+
+
+def load_init(model: nn.Module, path: Path) -> None:
+    """Weights from another run's model.pt; a classifier of another class count is left freshly initialised."""
+    if not path.is_file():
+        raise FileNotFoundError(f"init: {path} is not a file (expected another run's {MODEL})")
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    state, own, head = dict(saved["state_dict"]), model.state_dict(), classifier_name(model)
+
+    def in_head(key: str) -> bool:
+        return head is not None and key.startswith(head + ".")
+
+    for key in [k for k in state if in_head(k) and k in own and state[k].shape != own[k].shape]:
+        del state[key]
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not in_head(k)]
+    if missing or unexpected:
+        raise ValueError(
+            f"init: {path} does not fit model {saved.get('model')!r} -> this model: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]} (model.pt of a LoRA run holds peft names and cannot be an init)"
+        )
+
+
+def _plain_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v for k, v in model.state_dict().items() if not k.endswith("_extra_state")}
+
+
+def _save_atomic(obj: Any, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def _rng_state() -> dict[str, Any]:
+    np_state = np.random.get_state()
+    return {
+        "python": random.getstate(),
+        "numpy": (np_state[0], torch.from_numpy(np_state[1].copy()), *np_state[2:]),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    name, keys, *rest = state["numpy"]
+    np.random.set_state((name, keys.numpy(), *rest))
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _epoch_seed(seed: int, epoch: int) -> int:
+    return int(np.random.SeedSequence([seed, epoch]).generate_state(1)[0])
+
+
+class _Run:
+    def __init__(self, config: TrainConfig, out: Path, place: Distributed) -> None:
+        self.config, self.out, self.place = config, out, place
+        self.device = self._device()
+        if config.batch_size % place.world:
+            raise ValueError(f"batch_size {config.batch_size} must divide by the number of processes {place.world}")
+        random.seed(config.seed)
+        np.random.seed(config.seed)
+        torch.manual_seed(config.seed)
+
+        self.num_classes, in_chans = dataset_info(config.dataset, config.data_dir)
+        if config.classes is not None:
+            self.num_classes = len(config.classes)
+        self.net = build_model(config, self.num_classes, in_chans).to(self.device)
+        self.image_size = config.image_size or default_image_size(self.net)
+        self.train_set, self.test_set = build_datasets(
+            config.dataset,
+            config.data_dir,
+            self.image_size,
+            config.classes,
+            config.train_subset,
+            config.test_subset,
+            config.seed,
+        )
+        if place.world > 1:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.model: nn.Module = nn.parallel.DistributedDataParallel(self.net, device_ids=ids)
+        else:
+            self.model = self.net
+        self.hot_config = config.hot_config()
+        self.params = [(n, p) for n, p in self.net.named_parameters() if p.requires_grad]
+        self.optimizer = self._optimizer()
+        self.scheduler = self._scheduler()
+        self.mixup = self._mixup()
+        self.criterion = self._criterion()
+        self.history: list[dict[str, Any]] = []
+        self.start_epoch, self.wall_before, self.peak_before = 0, 0.0, 0
+
+    # --- setup -------------------------------------------------------------------------------------------------
+
+    def _device(self) -> torch.device:
+        want = self.config.device
+        if want == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("device: 'cuda' was asked for but torch sees no CUDA device")
+        if want == "cpu" or not torch.cuda.is_available():
+            return torch.device("cpu")
+        torch.cuda.set_device(self.place.local_rank)
+        torch.cuda.reset_peak_memory_stats()
+        return torch.device("cuda", self.place.local_rank)
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        c, params = self.config, [p for _, p in self.params]
+        if not params:
+            raise ValueError("the model has no trainable parameter")
+        if c.optimizer == "sgd":
+            return torch.optim.SGD(params, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
+        return torch.optim.AdamW(params, lr=c.lr, eps=c.eps, weight_decay=c.weight_decay)
+
+    def _scheduler(self) -> torch.optim.lr_scheduler.LRScheduler:
+        c, sched = self.config, torch.optim.lr_scheduler
+        args = dict(c.scheduler_args)
+        try:
+            if c.scheduler == "cosine":
+                return sched.CosineAnnealingLR(self.optimizer, T_max=c.epochs, **args)
+            if c.scheduler == "cosine_restarts":
+                return sched.CosineAnnealingWarmRestarts(self.optimizer, **args)
+            if c.scheduler == "multistep":
+                args.setdefault("milestones", [c.epochs // 2, c.epochs * 3 // 4])
+                return sched.MultiStepLR(self.optimizer, **args)
+            return sched.ConstantLR(self.optimizer, factor=1.0, total_iters=0, **args)
+        except (TypeError, ValueError) as err:
+            raise ValueError(
+                f"scheduler_args {c.scheduler_args!r} do not fit scheduler {c.scheduler!r}: {err}"
+            ) from None
+
+    def _mixup(self) -> Any:
+        c = self.config
+        if c.mixup == 0 and c.cutmix == 0:
+            return None
+        from timm.data import Mixup
+
+        return Mixup(
+            mixup_alpha=c.mixup, cutmix_alpha=c.cutmix, label_smoothing=c.label_smoothing, num_classes=self.num_classes
+        )
+
+    def _criterion(self) -> nn.Module:
+        if self.mixup is not None:  # mixup makes soft targets (label smoothing included)
+            from timm.loss import SoftTargetCrossEntropy
+
+            return SoftTargetCrossEntropy()
+        return nn.CrossEntropyLoss(label_smoothing=self.config.label_smoothing)
+
+    def _train_loader(self, epoch: int) -> DataLoader:
+        c, place = self.config, self.place
+        generator = torch.Generator().manual_seed(_epoch_seed(c.seed, epoch))
+        sampler = None
+        if place.world > 1:
+            sampler = DistributedSampler(self.train_set, place.world, place.rank, shuffle=True, seed=c.seed)
+            sampler.set_epoch(epoch)
+        loader = DataLoader(
+            self.train_set,
+            batch_size=c.batch_size // place.world,
+            shuffle=sampler is None,
+            sampler=sampler,
+            generator=generator,
+            num_workers=c.num_workers,
+            drop_last=self.mixup is not None,  # mixup pairs samples
+            pin_memory=self.device.type == "cuda",
+        )
+        if len(loader) == 0:
+            raise ValueError(
+                f"no training batch: {len(self.train_set)} samples, batch_size {c.batch_size} (mixup drops "
+                "the last partial batch)"
+            )
+        return loader
+
+    def _test_loader(self) -> DataLoader:
+        shard = Subset(self.test_set, range(self.place.rank, len(self.test_set), self.place.world))
+        return DataLoader(
+            shard, batch_size=self.config.batch_size // self.place.world, num_workers=self.config.num_workers
+        )
+
+    # --- checkpoint --------------------------------------------------------------------------------------------
+
+    def _resume(self) -> None:
+        saved = torch.load(self.out / CHECKPOINT, map_location="cpu", weights_only=True)
+        now, then = self.config.to_dict(), saved["config"]
+        differ = sorted(k for k in set(now) | set(then) if k not in RESUME_FREE_KEYS and now.get(k) != then.get(k))
+        if differ:
+            raise ValueError(
+                f"{self.out / CHECKPOINT} was written with another config (keys {differ} differ); "
+                "pass --no-resume to start afresh, or use another --out"
+            )
+        self.net.load_state_dict(saved["model"])
+        self.optimizer.load_state_dict(saved["optimizer"])
+        self.scheduler.load_state_dict(saved["scheduler"])
+        _set_rng_state(saved["rng"])
+        self.history, self.start_epoch = list(saved["history"]), int(saved["epoch"])
+        self.wall_before, self.peak_before = float(saved["wall_time_s"]), int(saved["peak_memory_bytes"])
+        if self.hot_config is not None and self.hot_config.lqs and (self.out / LQS).is_file():
+            lqs.load_decisions(self.net, self.out / LQS)
+
+    def _checkpoint(self, epoch: int, wall: float) -> None:
+        if self.place.main:
+            state = {
+                "epoch": epoch,
+                "model": self.net.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "rng": _rng_state(),
+                "history": self.history,
+                "config": self.config.to_dict(),
+                "wall_time_s": wall,
+                "peak_memory_bytes": self._peak_memory(),
+            }
+            _save_atomic(state, self.out / CHECKPOINT)
+        self.place.barrier()
+
+    # --- training ----------------------------------------------------------------------------------------------
+
+    def run(self, resume: bool) -> dict[str, Any]:
+        if self.place.main:
+            self.out.mkdir(parents=True, exist_ok=True)
+        self.place.barrier()
+        if resume and (self.out / CHECKPOINT).is_file():
+            self._resume()
+        started = time.perf_counter()
+        epochs = range(self.start_epoch, self.config.epochs)
+        for epoch in tqdm(
+            epochs, desc="epochs", disable=self._quiet(), initial=self.start_epoch, total=self.config.epochs
+        ):
+            record = self._epoch(epoch)
+            self.history.append(record)
+            if self.place.main:
+                print(
+                    f"epoch {epoch + 1}/{self.config.epochs}: train loss {record['train_loss']:.4f}, "
+                    f"test loss {record['test_loss']:.4f}, top-1 {record['top1']:.2f}%",
+                    file=sys.stderr,
+                )
+            self._checkpoint(epoch + 1, self.wall_before + time.perf_counter() - started)
+        metrics = self._metrics(self.wall_before + time.perf_counter() - started)
+        if self.place.main:
+            _save_atomic(
+                {
+                    "model": self.config.model,
+                    "num_classes": self.num_classes,
+                    "classes": self.config.to_dict()["classes"],
+                    "state_dict": _plain_state(self.net),
+                },
+                self.out / MODEL,
+            )
+            write_json_atomic(self.out / METRICS, metrics)
+        self.place.barrier()
+        return metrics
+
+    def _quiet(self) -> bool:
+        return not (self.place.main and sys.stderr.isatty())
+
+    def _epoch(self, epoch: int) -> dict[str, Any]:
+        c = self.config
+        bits = None
+        if self.hot_config is not None:
+            bits = WARMUP_BITS if epoch < c.int8_warmup_epochs else self.hot_config.gx_bits
+            set_config(self.net, gx_bits=bits)
+        t0 = time.perf_counter()
+        loader = self._train_loader(epoch)
+        batches = min(len(loader), c.max_train_batches or len(loader))
+        self.model.train()
+        loss_sum, count = 0.0, 0
+        for step, (x, y) in enumerate(
+            tqdm(loader, desc=f"epoch {epoch + 1}", total=batches, leave=False, disable=self._quiet())
+        ):
+            if step >= batches:
+                break
+            calibrating = self._needs_lqs() and epoch == 0 and step == 0
+            with lqs.calibrate(self.net) if calibrating else contextlib.nullcontext():
+                loss = self._step(x, y, epoch, step, epoch * batches + step)
+            if calibrating:
+                self._share_lqs()
+            loss_sum, count = loss_sum + loss * len(y), count + len(y)
+        loss_sum, count = self.place.sum([loss_sum, count], self.device)
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.scheduler.step()
+        test_loss, top1 = self._evaluate()
+        return {
+            "epoch": epoch + 1,
+            "train_loss": loss_sum / count,
+            "test_loss": test_loss,
+            "top1": top1,
+            "lr": lr,
+            "gx_bits": bits,
+            "train_batches": batches,
+            "time_s": time.perf_counter() - t0,
+        }
+
+    def _needs_lqs(self) -> bool:
+        return self.hot_config is not None and self.hot_config.lqs
+
+    def _share_lqs(self) -> None:
+        # Rank 0's decisions are the run's: written once, then read back by every process.
+        if self.place.main:
+            lqs.save_decisions(self.net, self.out / LQS)
+        self.place.barrier()
+        lqs.load_decisions(self.net, self.out / LQS)
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.amp)
+
+    def _step(self, x: torch.Tensor, y: torch.Tensor, epoch: int, step: int, global_step: int) -> float:
+        x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+        if self.mixup is not None:
+            x, y = self.mixup(x, y)
+        with self._autocast():
+            loss = self.criterion(self.model(x), y)
+        where = f"epoch {epoch + 1}, step {step} (global step {global_step})"
+        bad = torch.tensor([0.0 if torch.isfinite(loss) else 1.0], device=self.device)
+        if self.place.sum(bad.tolist(), self.device)[0] > 0:
+            raise NonFiniteError(f"non-finite loss ({loss.item()}) at {where}")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self._check_gradients(where)
+        self.optimizer.step()
+        return loss.item()
+
+    def _check_gradients(self, where: str) -> None:
+        grads = [p.grad for _, p in self.params if p.grad is not None]
+        if math.isfinite(torch.nn.utils.get_total_norm(grads).item()):
+            return
+        for name, p in self.params:  # the first offender, in module order (backward runs the other way)
+            if p.grad is not None and not torch.isfinite(p.grad).all():
+                raise NonFiniteError(
+                    f"non-finite gradient in parameter {name!r} (layer {name.rpartition('.')[0]!r}) at {where}"
+                )
+        raise NonFiniteError(f"non-finite gradient norm at {where}")
+
+    @torch.no_grad()
+    def _evaluate(self) -> tuple[float, float]:
+        self.net.eval()
+        loss_sum, correct, count = 0.0, 0.0, 0.0
+        for x, y in self._test_loader():
+            x, y = x.to(self.device), y.to(self.device)
+            with self._autocast():
+                logits = self.net(x).float()
+            loss_sum += nn.functional.cross_entropy(logits, y, reduction="sum").item()
+            correct += (logits.argmax(1) == y).sum().item()
+            count += len(y)
+        loss_sum, correct, count = self.place.sum([loss_sum, correct, count], self.device)
+        return loss_sum / count, 100.0 * correct / count
+
+    # --- results -----------------------------------------------------------------------------------------------
+
+    def _peak_memory(self) -> int:
+        if self.device.type == "cuda":
+            return max(self.peak_before, int(torch.cuda.max_memory_allocated(self.device)))
+        return max(self.peak_before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)  # Linux: KiB
+
+    def _metrics(self, wall: float) -> dict[str, Any]:
+        from ..commands.info import environment
+
+        top1 = [r["top1"] for r in self.history]
+        best = max(range(len(top1)), key=top1.__getitem__) if top1 else None
+        decisions = lqs.decisions(self.net) if self._needs_lqs() else None
+        return {
+            "epochs": self.history,
+            "final_top1": top1[-1] if top1 else None,
+            "best_top1": top1[best] if best is not None else None,
+            "best_epoch": best + 1 if best is not None else None,
+            "wall_time_s": wall,
+            "peak_memory_bytes": self._peak_memory(),
+            "peak_memory_kind": "cuda_max_allocated" if self.device.type == "cuda" else "cpu_max_rss",
+            "device": str(self.device),
+            "world_size": self.place.world,
+            "num_classes": self.num_classes,
+            "image_size": self.image_size,
+            "train_samples": len(self.train_set),
+            "test_samples": len(self.test_set),
+            "trainable_parameters": sum(p.numel() for _, p in self.params),
+            "hot_layers": [name for name, _ in hot_layers(self.net)],
+            "lqs": decisions,
+            "environment": environment(),
+            "config": self.config.to_dict(),
+        }

@@ -1,0 +1,125 @@
+"""Small models for the embedded (CPU) experiments, registered with timm so configs name them like any timm model.
+
+``vit_tiny_fmnist``: a 3-block ViT, patch 4, width 64, on 28x28 grey images (50 tokens).
+``resnet_tiny_fmnist``: a narrow one-block-per-stage ResNet with a CIFAR-style stem, for 28x28 grey images.
+``resnet18_cifar``: ResNet-18 with the usual CIFAR stem (3x3 stride-1 convolution, no max-pool), for 32x32.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+from unittest import mock
+
+import timm
+from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models.resnet import BasicBlock, ResNet
+from timm.models.vision_transformer import VisionTransformer
+from torch import nn
+
+from .data import CIFAR10_MEAN, CIFAR10_STD, FASHION_MNIST_MEAN, FASHION_MNIST_STD
+
+
+def _cfg(input_size: tuple[int, int, int], mean: tuple, std: tuple, classifier: str, **kwargs: Any) -> dict:
+    return {
+        "input_size": input_size,
+        "num_classes": 10,
+        "mean": mean,
+        "std": std,
+        "classifier": classifier,
+        "crop_pct": 1.0,
+        **kwargs,
+    }
+
+
+# timm's register_model reads this module-level name to attach the configs.
+default_cfgs = generate_default_cfgs(
+    {
+        "vit_tiny_fmnist": _cfg(
+            (1, 28, 28), FASHION_MNIST_MEAN, FASHION_MNIST_STD, "head", first_conv="patch_embed.proj"
+        ),
+        "resnet_tiny_fmnist": _cfg((1, 28, 28), FASHION_MNIST_MEAN, FASHION_MNIST_STD, "fc", first_conv="conv1"),
+        "resnet18_cifar": _cfg((3, 32, 32), CIFAR10_MEAN, CIFAR10_STD, "fc", first_conv="conv1"),
+    }
+)
+
+
+@register_model
+def vit_tiny_fmnist(pretrained: bool = False, **kwargs: Any) -> VisionTransformer:
+    args = {
+        "img_size": 28,
+        "patch_size": 4,
+        "in_chans": 1,
+        "num_classes": 10,
+        "embed_dim": 64,
+        "depth": 3,
+        "num_heads": 4,
+        "mlp_ratio": 2.0,
+        **kwargs,
+    }
+    return build_model_with_cfg(VisionTransformer, "vit_tiny_fmnist", pretrained, **args)
+
+
+def _cifar_stem(model: ResNet, in_chans: int) -> ResNet:
+    # Small images: a 3x3 stride-1 stem and no max-pool keep enough resolution for the four stages.
+    model.conv1 = nn.Conv2d(in_chans, model.conv1.out_channels, 3, stride=1, padding=1, bias=False)
+    model.maxpool = nn.Identity()
+    return model
+
+
+@register_model
+def resnet_tiny_fmnist(pretrained: bool = False, **kwargs: Any) -> ResNet:
+    args = {"in_chans": 1, "num_classes": 10, "stem_width": 16, "channels": (16, 32, 64, 128), **kwargs}
+    model = build_model_with_cfg(
+        ResNet, "resnet_tiny_fmnist", pretrained, block=BasicBlock, layers=(1, 1, 1, 1), **args
+    )
+    return _cifar_stem(model, args["in_chans"])
+
+
+@register_model
+def resnet18_cifar(pretrained: bool = False, **kwargs: Any) -> ResNet:
+    args = {"in_chans": 3, "num_classes": 10, **kwargs}
+    model = build_model_with_cfg(ResNet, "resnet18_cifar", pretrained, block=BasicBlock, layers=(2, 2, 2, 2), **args)
+    return _cifar_stem(model, args["in_chans"])
+
+
+def create_model(name: str, num_classes: int, in_chans: int, pretrained: bool = False) -> nn.Module:
+    """A timm model by name; ``pretrained`` loads hub weights from the local cache only, never the network."""
+    if name not in timm.list_models() and name.split(".")[0] not in timm.list_models():
+        raise ValueError(f"model {name!r} is not a timm model (nor one of this project's small variants)")
+    if not pretrained:
+        return timm.create_model(name, num_classes=num_classes, in_chans=in_chans)
+    with _hub_offline():
+        try:
+            return timm.create_model(name, pretrained=True, num_classes=num_classes, in_chans=in_chans)
+        except Exception as err:  # any failure to find cached weights: hub, file and timm errors differ by version
+            raise RuntimeError(
+                f"init: 'timm' needs the pretrained weights of {name!r} in the local Hugging Face cache, which this "
+                f"run could not read ({type(err).__name__}: {err}). Fetch them once where the network is reachable, "
+                f"e.g. python -c \"import timm; timm.create_model('{name}', pretrained=True)\", "
+                "or point HF_HUB_CACHE (or HF_HOME) at a cache that holds them."
+            ) from err
+
+
+@contextlib.contextmanager
+def _hub_offline() -> Any:
+    # huggingface_hub reads HF_HUB_OFFLINE once at import; its module constant is what each download consults.
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        yield
+        return
+    with mock.patch.object(constants, "HF_HUB_OFFLINE", True):
+        yield
+
+
+def classifier_name(model: nn.Module) -> str | None:
+    """Qualified name of the classifier head (timm's pretrained_cfg), or None where the model names none."""
+    cfg = getattr(model, "pretrained_cfg", None) or {}
+    head = cfg.get("classifier")
+    return head if isinstance(head, str) else None
+
+
+def default_image_size(model: nn.Module) -> int:
+    cfg = getattr(model, "pretrained_cfg", None) or {}
+    return int(cfg.get("input_size", (3, 224, 224))[-1])

@@ -1,0 +1,131 @@
+import json
+
+import pytest
+import torch
+import yaml
+
+from hot.cli import main
+from hot.convert import hot_layers
+from hot.train import NonFiniteError, TrainConfig, train
+from hot.train import loop as loop_module
+
+TIMES = ("time_s",)
+
+
+def _epochs(metrics: dict) -> list[dict]:
+    return [{k: v for k, v in record.items() if k not in TIMES} for record in metrics["epochs"]]
+
+
+def test_two_step_run_and_resume_after_kill_are_identical(tmp_path, tiny, monkeypatch):
+    # HOT with ABC and LQS (decisions saved and reused), INT8 warm-up, mixup (numpy RNG): everything resume must carry.
+    tiny.update(method="hot_abc_lqs", mixup=0.5, cutmix=0.5)
+    config_file = tmp_path / "tiny.yaml"
+    config_file.write_text(yaml.safe_dump({k: v for k, v in tiny.items() if k != "epochs"}))
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    assert main(["train", "--out", str(whole), "--config", str(config_file), "--set", "epochs=2"]) == 0
+    for name in ("metrics.json", "checkpoint.pt", "model.pt", "lqs.json"):
+        assert (whole / name).is_file(), name
+
+    save = loop_module._Run._checkpoint
+
+    def save_then_die(self, epoch, wall):
+        save(self, epoch, wall)
+        raise KeyboardInterrupt  # killed right after the first epoch's checkpoint
+
+    monkeypatch.setattr(loop_module._Run, "_checkpoint", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        train(TrainConfig.from_dict(tiny), killed)
+    assert not (killed / "metrics.json").exists()
+    monkeypatch.setattr(loop_module._Run, "_checkpoint", save)
+    assert main(["train", "--out", str(killed), "--config", str(config_file), "--set", "epochs=2"]) == 0
+
+    a, b = (json.loads((d / "metrics.json").read_text()) for d in (whole, killed))
+    assert _epochs(a) == _epochs(b)
+    assert [r["gx_bits"] for r in a["epochs"]] == [8, 4]
+    assert a["final_top1"] == b["final_top1"] and a["lqs"] == b["lqs"]
+    assert json.loads((whole / "lqs.json").read_text()) == a["lqs"]
+    # The patch embedding never computes g_x (its input needs no gradient), so LQS has nothing to decide there.
+    assert a["lqs"].pop("patch_embed.proj") is None and set(a["lqs"].values()) <= {"per_token", "per_tensor"}
+    wa, wb = (torch.load(d / "model.pt", weights_only=True)["state_dict"] for d in (whole, killed))
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    steps = torch.load(killed / "checkpoint.pt", weights_only=True)["model"]["blocks.0.attn.qkv._extra_state"]
+    assert steps["step"] == 2  # one forward per training step; evaluation does not count
+    assert a["config"]["method"] == "hot_abc_lqs" and a["environment"]["torch"] == torch.__version__
+
+
+def test_resume_refuses_another_config(tmp_path, tiny):
+    tiny["epochs"] = 1
+    train(TrainConfig.from_dict(tiny), tmp_path)
+    with pytest.raises(ValueError, match=r"keys \['lr'\] differ.*--no-resume"):
+        train(TrainConfig.from_dict({**tiny, "lr": 0.5}), tmp_path)
+    assert train(TrainConfig.from_dict({**tiny, "lr": 0.5}), tmp_path, resume=False)["config"]["lr"] == 0.5
+
+
+def test_lora_trains_adapters_and_head_only(tmp_path, tiny):
+    tiny.update(method="lora_hot_frozen", epochs=1, lora={"rank": 2})
+    config = TrainConfig.from_dict(tiny)
+    torch.manual_seed(config.seed)
+    before = loop_module.build_model(config, 10, 1)
+    trainable = {n for n, p in before.named_parameters() if p.requires_grad}
+    assert trainable and all(".lora_" in n or ".modules_to_save." in n for n in trainable)
+    hot_names = [name for name, _ in hot_layers(before)]
+    assert hot_names and all(name.endswith(".base_layer") for name in hot_names)
+
+    metrics = train(config, tmp_path)
+    assert metrics["trainable_parameters"] == sum(p.numel() for p in before.parameters() if p.requires_grad)
+    after = torch.load(tmp_path / "model.pt", weights_only=True)["state_dict"]
+    start = before.state_dict()
+    frozen = [k for k in after if k.endswith(".base_layer.weight")]
+    adapters = [k for k in after if ".lora_B." in k]
+    assert frozen and all(torch.equal(after[k], start[k]) for k in frozen)
+    assert any(not torch.equal(after[k], start[k]) for k in adapters)
+
+
+def test_fine_tuning_starts_from_a_pretraining_run(tmp_path, tiny):
+    tiny["epochs"] = 1
+    train(TrainConfig.from_dict({**tiny, "classes": [0, 1, 2, 3, 4]}), tmp_path / "pre")
+    pre = torch.load(tmp_path / "pre" / "model.pt", weights_only=True)["state_dict"]
+    config = TrainConfig.from_dict({**tiny, "classes": [5, 6, 7], "init": str(tmp_path / "pre" / "model.pt")})
+    model = loop_module.build_model(config, 3, 1)
+    state = model.state_dict()
+    assert torch.equal(state["blocks.1.mlp.fc1.weight"], pre["blocks.1.mlp.fc1.weight"])
+    assert state["head.weight"].shape == (3, 64)  # a new head for the new class count
+    assert train(config, tmp_path / "fine")["num_classes"] == 3
+
+
+def test_init_path_must_exist(tiny):
+    with pytest.raises(FileNotFoundError, match=r"init: .*missing\.pt"):
+        loop_module.build_model(TrainConfig.from_dict({**tiny, "init": "missing.pt"}), 10, 1)
+
+
+def test_timm_weights_offline_say_how_to_fetch(tiny):
+    # The local cache has no resnet18 weights and the hub is never asked: the error says how to get them.
+    config = TrainConfig.from_dict({**tiny, "model": "resnet18", "init": "timm"})
+    with pytest.raises(RuntimeError, match="HF_HUB_CACHE"):
+        loop_module.build_model(config, 10, 1)
+
+
+def _poisoned(monkeypatch, poison):
+    build = loop_module.build_model
+
+    def build_and_poison(*args):
+        model = build(*args)
+        poison(model)
+        return model
+
+    monkeypatch.setattr(loop_module, "build_model", build_and_poison)
+
+
+def test_nan_gradient_names_the_parameter_and_step(tmp_path, tiny, monkeypatch):
+    def poison(model):
+        model.get_parameter("blocks.1.mlp.fc1.weight").register_hook(lambda g: g * float("nan"))
+
+    _poisoned(monkeypatch, poison)
+    with pytest.raises(NonFiniteError, match=r"'blocks\.1\.mlp\.fc1\.weight'.*epoch 1, step 0"):
+        train(TrainConfig.from_dict(tiny), tmp_path)
+
+
+def test_nan_loss_stops_the_run(tmp_path, tiny, monkeypatch):
+    _poisoned(monkeypatch, lambda model: model.head.register_forward_hook(lambda mod, args, out: out * float("inf")))
+    with pytest.raises(NonFiniteError, match=r"non-finite loss .* epoch 1, step 0"):
+        train(TrainConfig.from_dict(tiny), tmp_path)

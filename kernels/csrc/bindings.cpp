@@ -1,0 +1,232 @@
+// Torch adapters of the launchers in hot_kernels.h: each checks device, dtype, contiguity and shape
+// (TORCH_CHECK raises RuntimeError naming the problem), allocates outputs and launches on the current stream.
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/extension.h>
+
+#include <vector>
+
+#include "hot_kernels.h"
+
+namespace {
+
+void check_cuda(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor, got device ", t.device());
+  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
+}
+
+void check_dtype(const at::Tensor& t, at::ScalarType want, const char* name) {
+  TORCH_CHECK(t.scalar_type() == want, name, " must be ", want, ", got ", t.scalar_type());
+}
+
+void check_aligned(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, name, " must be 16-byte aligned (clone it)");
+}
+
+hot::InType float_type(const at::Tensor& t, const char* name) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return hot::InType::F32;
+    case at::kHalf: return hot::InType::F16;
+    case at::kBFloat16: return hot::InType::BF16;
+    default: TORCH_CHECK(false, name, " must be float32, float16 or bfloat16, got ", t.scalar_type());
+  }
+}
+
+void check_block(int64_t block, int64_t size, const char* what) {
+  TORCH_CHECK(block == 1 || block == 2 || block == 4 || block == 8 || block == 16,
+              "Hadamard block must be 1, 2, 4, 8 or 16, got ", block);
+  TORCH_CHECK(size % block == 0, what, " = ", size, " is not a multiple of the Hadamard block ", block);
+}
+
+int qmax_of(int64_t bits) {
+  TORCH_CHECK(bits == 4 || bits == 8, "bits must be 4 or 8, got ", bits);
+  return bits == 4 ? 7 : 127;
+}
+
+// (codes (L, O) int8, scale (L, 1) or ()).
+std::vector<at::Tensor> hq_quantize_grad_output(const at::Tensor& g_y, int64_t block, int64_t bits, bool per_token,
+                                                int64_t key) {
+  check_cuda(g_y, "g_y");
+  check_aligned(g_y, "g_y");
+  TORCH_CHECK(g_y.dim() == 2, "g_y must be 2-D (L, O), got ", g_y.dim(), "-D");
+  const auto type = float_type(g_y, "g_y");
+  check_block(block, g_y.size(1), "O");
+  const int qmax = qmax_of(bits);
+  TORCH_CHECK(g_y.size(0) <= INT32_MAX, "g_y has too many rows for one launch");
+  const c10::cuda::CUDAGuard guard(g_y.device());
+  auto opts = g_y.options();
+  auto codes = at::empty(g_y.sizes(), opts.dtype(at::kChar));
+  auto scale = per_token ? at::empty({g_y.size(0), 1}, opts.dtype(at::kFloat)) : at::empty({}, opts.dtype(at::kFloat));
+  auto amax = at::zeros({1}, opts.dtype(at::kInt));
+  if (g_y.numel() > 0) {
+    hot::hq_quantize_grad_output(g_y.data_ptr(), type, g_y.size(0), g_y.size(1), static_cast<int>(block), qmax,
+                                 per_token, static_cast<uint32_t>(key), codes.data_ptr<int8_t>(),
+                                 scale.data_ptr<float>(), reinterpret_cast<uint32_t*>(amax.data_ptr<int32_t>()),
+                                 c10::cuda::getCurrentCUDAStream());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  return {codes, scale};
+}
+
+// (codes_t (I, O) int8 = W's codes transposed, scale ()).
+std::vector<at::Tensor> hq_quantize_weight(const at::Tensor& w, int64_t block, int64_t bits) {
+  check_cuda(w, "weight");
+  TORCH_CHECK(w.dim() == 2, "weight must be 2-D (O, I), got ", w.dim(), "-D");
+  TORCH_CHECK(w.numel() > 0, "weight is empty");
+  const auto type = float_type(w, "weight");
+  check_block(block, w.size(0), "O");
+  const int qmax = qmax_of(bits);
+  const c10::cuda::CUDAGuard guard(w.device());
+  auto opts = w.options();
+  auto codes_t = at::empty({w.size(1), w.size(0)}, opts.dtype(at::kChar));
+  auto scale = at::empty({}, opts.dtype(at::kFloat));
+  auto partials = at::empty({hot::sawb_partials_size()}, opts.dtype(at::kDouble));
+  hot::hq_quantize_weight(w.data_ptr(), type, w.size(0), w.size(1), static_cast<int>(block), qmax, bits == 4,
+                          codes_t.data_ptr<int8_t>(), scale.data_ptr<float>(), partials.data_ptr<double>(),
+                          c10::cuda::getCurrentCUDAStream());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {codes_t, scale};
+}
+
+// (codes_t (C, R) int8 = the projection's codes transposed, scale (C) or ()).
+std::vector<at::Tensor> hla_quantize(const at::Tensor& t, int64_t tokens, const std::vector<int64_t>& rows,
+                                     int64_t bits, bool stochastic, bool per_channel, int64_t key) {
+  check_cuda(t, "t");
+  TORCH_CHECK(t.dim() == 2, "t must be 2-D (L, C), got ", t.dim(), "-D");
+  TORCH_CHECK(t.numel() > 0, "t is empty");
+  const auto type = float_type(t, "t");
+  TORCH_CHECK(tokens >= 1 && t.size(0) % tokens == 0, "L = ", t.size(0), " is not a whole number of samples of T = ",
+              tokens, " positions");
+  const int rank = static_cast<int>(rows.size());
+  TORCH_CHECK(rank >= 1 && rank <= 16, "HLA rank must be in 1..16, got ", rank);
+  std::vector<int> kept(rows.begin(), rows.end());
+  for (int r : kept) TORCH_CHECK(r >= 0 && r < 16, "HLA basis row must be in 0..15, got ", r);
+  const int qmax = qmax_of(bits);
+  const c10::cuda::CUDAGuard guard(t.device());
+  const int64_t blocks = (tokens + 15) / 16, proj_rows = (t.size(0) / tokens) * blocks * rank;
+  auto opts = t.options();
+  auto codes_t = at::empty({t.size(1), proj_rows}, opts.dtype(at::kChar));
+  auto scale = per_channel ? at::empty({t.size(1)}, opts.dtype(at::kFloat)) : at::empty({}, opts.dtype(at::kFloat));
+  auto amax = at::zeros({per_channel ? t.size(1) : 1}, opts.dtype(at::kInt));
+  hot::hla_quantize(t.data_ptr(), type, t.size(0), t.size(1), tokens, kept.data(), rank, qmax, per_channel,
+                    stochastic, static_cast<uint32_t>(key), codes_t.data_ptr<int8_t>(), scale.data_ptr<float>(),
+                    reinterpret_cast<uint32_t*>(amax.data_ptr<int32_t>()), c10::cuda::getCurrentCUDAStream());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {codes_t, scale};
+}
+
+// float32 (M, N) = (acc * row) * (col / divisor); row has M or 1 elements, col N or 1.
+at::Tensor dequantize(const at::Tensor& acc, const at::Tensor& row, const at::Tensor& col, double divisor) {
+  check_cuda(acc, "acc");
+  check_cuda(row, "row scale");
+  check_cuda(col, "column scale");
+  TORCH_CHECK(acc.dim() == 2, "acc must be 2-D");
+  check_dtype(row, at::kFloat, "row scale");
+  check_dtype(col, at::kFloat, "column scale");
+  const int64_t m = acc.size(0), n = acc.size(1);
+  TORCH_CHECK(row.numel() == m || row.numel() == 1, "row scale has ", row.numel(), " elements, want ", m, " or 1");
+  TORCH_CHECK(col.numel() == n || col.numel() == 1, "column scale has ", col.numel(), " elements, want ", n, " or 1");
+  const c10::cuda::CUDAGuard guard(acc.device());
+  auto out = at::empty({m, n}, acc.options().dtype(at::kFloat));
+  if (out.numel() == 0) return out;
+  const auto stream = c10::cuda::getCurrentCUDAStream();
+  const bool row_vec = row.numel() == m && m != 1, col_vec = col.numel() == n && n != 1;
+  if (acc.scalar_type() == at::kInt) {
+    hot::dequantize_i32(acc.data_ptr<int32_t>(), m, n, row.data_ptr<float>(), row_vec, col.data_ptr<float>(), col_vec,
+                        static_cast<float>(divisor), out.data_ptr<float>(), stream);
+  } else {
+    check_dtype(acc, at::kFloat, "acc");
+    hot::dequantize_f32(acc.data_ptr<float>(), m, n, row.data_ptr<float>(), row_vec, col.data_ptr<float>(), col_vec,
+                        static_cast<float>(divisor), out.data_ptr<float>(), stream);
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+
+at::Tensor codes_to_e4m3(const at::Tensor& codes, int64_t cols_pad) {
+  check_cuda(codes, "codes");
+  check_dtype(codes, at::kChar, "codes");
+  TORCH_CHECK(codes.dim() == 2, "codes must be 2-D");
+  TORCH_CHECK(cols_pad >= codes.size(1), "cols_pad must be at least the column count");
+  const c10::cuda::CUDAGuard guard(codes.device());
+  auto out = at::empty({codes.size(0), cols_pad}, codes.options().dtype(at::kFloat8_e4m3fn));
+  if (out.numel() == 0) return out;
+  hot::codes_to_e4m3(codes.data_ptr<int8_t>(), codes.size(0), codes.size(1), cols_pad,
+                     reinterpret_cast<uint8_t*>(out.data_ptr()), c10::cuda::getCurrentCUDAStream());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+
+at::Tensor pack_int4(const at::Tensor& codes, int64_t cols_pad) {
+  check_cuda(codes, "codes");
+  check_dtype(codes, at::kChar, "codes");
+  TORCH_CHECK(codes.dim() == 2, "codes must be 2-D");
+  TORCH_CHECK(cols_pad >= codes.size(1) && cols_pad % 2 == 0, "cols_pad must be even and at least the column count");
+  const c10::cuda::CUDAGuard guard(codes.device());
+  auto out = at::empty({codes.size(0), cols_pad / 2}, codes.options().dtype(at::kByte));
+  if (out.numel() == 0) return out;
+  hot::pack_int4(codes.data_ptr<int8_t>(), codes.size(0), codes.size(1), cols_pad, out.data_ptr<uint8_t>(),
+                 c10::cuda::getCurrentCUDAStream());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+
+void check_gemm_status(int status) {
+  TORCH_CHECK(status == 0, "CUTLASS GEMM failed: ", hot::cutlass_status_string(status));
+}
+
+// int32 (M, N) = A (M, K) · Bᵀ with B stored (N, K): INT4 packed two per byte (K/2 bytes a row).
+at::Tensor cutlass_gemm_s4(const at::Tensor& a, const at::Tensor& b) {
+  check_cuda(a, "a");
+  check_cuda(b, "b");
+  check_dtype(a, at::kByte, "a (packed int4)");
+  check_dtype(b, at::kByte, "b (packed int4)");
+  check_aligned(a, "a");
+  check_aligned(b, "b");
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(1), "a (M, K/2) and b (N, K/2) must agree in K");
+  const int64_t k = 2 * a.size(1);
+  TORCH_CHECK(k % 32 == 0, "INT4 GEMM needs K a multiple of 32, got ", k);
+  TORCH_CHECK(b.size(0) % 4 == 0, "INT4 GEMM needs N a multiple of 4, got ", b.size(0));
+  const c10::cuda::CUDAGuard guard(a.device());
+  auto d = at::empty({a.size(0), b.size(0)}, a.options().dtype(at::kInt));
+  check_gemm_status(hot::cutlass_gemm_s4(a.data_ptr<uint8_t>(), b.data_ptr<uint8_t>(), d.data_ptr<int32_t>(),
+                                         static_cast<int>(a.size(0)), static_cast<int>(b.size(0)), static_cast<int>(k),
+                                         c10::cuda::getCurrentCUDAStream()));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return d;
+}
+
+// int32 (M, N) = A (M, K) · Bᵀ with B stored (N, K), int8.
+at::Tensor cutlass_gemm_s8(const at::Tensor& a, const at::Tensor& b) {
+  check_cuda(a, "a");
+  check_cuda(b, "b");
+  check_dtype(a, at::kChar, "a");
+  check_dtype(b, at::kChar, "b");
+  check_aligned(a, "a");
+  check_aligned(b, "b");
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(1), "a (M, K) and b (N, K) must agree in K");
+  TORCH_CHECK(a.size(1) % 16 == 0, "INT8 GEMM needs K a multiple of 16, got ", a.size(1));
+  TORCH_CHECK(b.size(0) % 4 == 0, "INT8 GEMM needs N a multiple of 4, got ", b.size(0));
+  const c10::cuda::CUDAGuard guard(a.device());
+  auto d = at::empty({a.size(0), b.size(0)}, a.options().dtype(at::kInt));
+  check_gemm_status(hot::cutlass_gemm_s8(a.data_ptr<int8_t>(), b.data_ptr<int8_t>(), d.data_ptr<int32_t>(),
+                                         static_cast<int>(a.size(0)), static_cast<int>(b.size(0)),
+                                         static_cast<int>(a.size(1)), c10::cuda::getCurrentCUDAStream()));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "hot-kernels: HOT's fused Hadamard/HLA quantisers and integer GEMMs";
+  m.def("hq_quantize_grad_output", &hq_quantize_grad_output);
+  m.def("hq_quantize_weight", &hq_quantize_weight);
+  m.def("hla_quantize", &hla_quantize);
+  m.def("dequantize", &dequantize);
+  m.def("codes_to_e4m3", &codes_to_e4m3);
+  m.def("pack_int4", &pack_int4);
+  m.def("cutlass_gemm_s4", &cutlass_gemm_s4);
+  m.def("cutlass_gemm_s8", &cutlass_gemm_s8);
+}

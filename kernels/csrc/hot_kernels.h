@@ -1,0 +1,53 @@
+// Plain C++ launchers of the hot-kernels CUDA code. No torch headers here, so the .cu files compile
+// quickly with nvcc alone (the CPU build test relies on that); bindings.cpp adapts torch tensors.
+#pragma once
+
+#include <cstdint>
+#include <cuda_runtime.h>
+
+namespace hot {
+
+enum class InType : int { F32 = 0, F16 = 1, BF16 = 2 };
+
+// Q(HT(g_y)): block Hadamard (n = block) along the rows of g_y (L x O), stochastic rounding by the
+// counter hash. per_token: one scale per row; else one scale for the tensor (scale[0]).
+// amax_bits: one zeroed uint32 of scratch (per-tensor only). codes: int8 (L x O), row-major.
+void hq_quantize_grad_output(const void* g_y, InType type, int64_t rows, int64_t cols, int block, int qmax,
+                             bool per_token, uint32_t key, int8_t* codes, float* scale, uint32_t* amax_bits,
+                             cudaStream_t stream);
+
+// Q(HT(W)) for W (O x I): block Hadamard along O, SAWB per-tensor scale, round-to-nearest-even.
+// codes_t: int8 (I x O) row-major, i.e. W's codes transposed (column-major B of the g_x GEMM).
+// partials: scratch of sawb_partials_size() doubles.
+int sawb_partials_size();
+void hq_quantize_weight(const void* w, InType type, int64_t out_rows, int64_t in_cols, int block, int qmax,
+                        bool sawb4, int8_t* codes_t, float* scale, double* partials, cudaStream_t stream);
+
+// Q(P t) along the token axis: t (L x C) in samples of `tokens` rows, blocks of 16 zero-padded,
+// kept rows `rows[0..rank)` of H_16. codes_t: int8 (C x R) row-major, R = samples*blocks*rank.
+// per_channel: scale (C), else scale[0]. stochastic needs key. amax_bits: C (or 1) zeroed uint32.
+void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, int64_t tokens, const int* rows,
+                  int rank, int qmax, bool per_channel, bool stochastic, uint32_t key, int8_t* codes_t, float* scale,
+                  uint32_t* amax_bits, cudaStream_t stream);
+
+// out[m, n] = (acc[m, n] * row[m or 0]) * (col[n or 0] / divisor), float32 IEEE ops in that order.
+void dequantize_i32(const int32_t* acc, int64_t m, int64_t n, const float* row, bool row_vec, const float* col,
+                    bool col_vec, float divisor, float* out, cudaStream_t stream);
+void dequantize_f32(const float* acc, int64_t m, int64_t n, const float* row, bool row_vec, const float* col,
+                    bool col_vec, float divisor, float* out, cudaStream_t stream);
+
+// int8 codes (rows x cols) -> float8 e4m3 bytes (rows x cols_pad), zero padded; exact for |v| <= 16.
+void codes_to_e4m3(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pad, uint8_t* out,
+                   cudaStream_t stream);
+
+// int8 codes in -8..7 (rows x cols) -> packed int4 (rows x cols_pad/2 bytes), element 2k in the low nibble.
+void pack_int4(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pad, uint8_t* out, cudaStream_t stream);
+
+// CUTLASS sm80 tensor-op GEMMs, D (M x N, int32 row-major) = A (M x K row-major) * B (K x N column-major,
+// stored N x K row-major). int4: packed, K a multiple of 32; int8: K a multiple of 16. Returns a
+// cutlass::Status as int (0 = success); the kernels exist only when compiled for sm_80 or newer.
+int cutlass_gemm_s4(const uint8_t* a, const uint8_t* b, int32_t* d, int m, int n, int k, cudaStream_t stream);
+int cutlass_gemm_s8(const int8_t* a, const int8_t* b, int32_t* d, int m, int n, int k, cudaStream_t stream);
+const char* cutlass_status_string(int status);
+
+}  // namespace hot

@@ -1,0 +1,551 @@
+// Transform + quantise kernels of HOT. Every float operation is an explicit IEEE round-to-nearest
+// intrinsic in the same order as the PyTorch reference (src/hot/), so the codes are bit-identical.
+#include "hot_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+namespace hot {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxGrid = 4096;
+
+__device__ __forceinline__ uint32_t fmix32(uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x85EBCA6Bu;
+  h ^= h >> 13;
+  h *= 0xC2B2AE35u;
+  return h ^ (h >> 16);
+}
+
+// hot.rounding.uniform: 24 random bits times 2^-24 (exact in float32).
+__device__ __forceinline__ float hash_uniform(uint64_t index, uint32_t key) {
+  const uint32_t h = fmix32(fmix32(static_cast<uint32_t>(index)) ^ key);
+  return __fmul_rn(__uint2float_rn(h >> 8), 5.9604644775390625e-08f);
+}
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <int Bytes> struct VecOf;
+template <> struct VecOf<16> { using type = uint4; };
+template <> struct VecOf<8> { using type = uint2; };
+template <> struct VecOf<4> { using type = uint32_t; };
+template <> struct VecOf<2> { using type = uint16_t; };
+template <> struct VecOf<1> { using type = uint8_t; };
+
+// N contiguous elements at p (aligned to N*sizeof(T) up to 16 bytes), widened to float.
+template <typename T, int N>
+__device__ __forceinline__ void load_contiguous(const T* p, float (&v)[N]) {
+  constexpr int kBytes = N * static_cast<int>(sizeof(T));
+  constexpr int kWidth = kBytes >= 16 ? 16 : kBytes;
+  using V = typename VecOf<kWidth>::type;
+  V raw[kBytes / kWidth];
+#pragma unroll
+  for (int i = 0; i < kBytes / kWidth; ++i) raw[i] = __ldg(reinterpret_cast<const V*>(p) + i);
+  const T* e = reinterpret_cast<const T*>(raw);
+#pragma unroll
+  for (int k = 0; k < N; ++k) v[k] = to_float(e[k]);
+}
+
+// N int8 codes to p, aligned to min(N, 16) bytes.
+template <int N>
+__device__ __forceinline__ void store_codes(int8_t* p, const int8_t (&q)[N]) {
+  constexpr int kWidth = N >= 16 ? 16 : N;
+  using V = typename VecOf<kWidth>::type;
+#pragma unroll
+  for (int i = 0; i < N / kWidth; ++i) reinterpret_cast<V*>(p)[i] = reinterpret_cast<const V*>(q)[i];
+}
+
+// hot.hadamard.block_hadamard on one block: stages h = 1, 2, 4, ..., pairs (a + b, a - b).
+template <int N>
+__device__ __forceinline__ void butterfly(float (&v)[N]) {
+#pragma unroll
+  for (int h = 1; h < N; h *= 2) {
+#pragma unroll
+    for (int i = 0; i < N; i += 2 * h) {
+#pragma unroll
+      for (int j = i; j < i + h; ++j) {
+        const float a = v[j], b = v[j + h];
+        v[j] = __fadd_rn(a, b);
+        v[j + h] = __fsub_rn(a, b);
+      }
+    }
+  }
+}
+
+// absmax_scale: amax / qmax, or 1 for an all-zero group.
+__device__ __forceinline__ float absmax_to_scale(float amax, int qmax) {
+  return amax > 0.0f ? __fdiv_rn(amax, static_cast<float>(qmax)) : 1.0f;
+}
+
+__device__ __forceinline__ int8_t stochastic_code(float v, float scale, float u, int qmax) {
+  const float q = floorf(__fadd_rn(__fdiv_rn(v, scale), u));
+  return static_cast<int8_t>(fminf(fmaxf(q, -static_cast<float>(qmax)), static_cast<float>(qmax)));
+}
+
+__device__ __forceinline__ int8_t nearest_code(float v, float scale, int qmax) {
+  const float q = rintf(__fdiv_rn(v, scale));  // torch.round: half to even
+  return static_cast<int8_t>(fminf(fmaxf(q, -static_cast<float>(qmax)), static_cast<float>(qmax)));
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Max over the block (result valid in every thread).
+__device__ float block_max(float v) {
+  __shared__ float partial[32];
+  v = warp_max(v);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();  // partial may still be read from a previous call
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) / 32;
+  v = lane < warps ? partial[lane] : 0.0f;
+  return warp_max(v);
+}
+
+// --- g_x path: Q4(HT(g_y)) ------------------------------------------------------------------
+
+// One block per row: pass 1 transforms and takes the row's amax, pass 2 transforms again (the row is
+// in L1/L2) and quantises. Recomputing is cheaper than staging a row of unbounded length.
+template <typename T, int N>
+__global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t cols, int qmax, uint32_t key,
+                                         int8_t* __restrict__ codes, float* __restrict__ scale) {
+  const int64_t row = blockIdx.x;
+  const T* src = g + row * cols;
+  const int64_t chunks = cols / N;
+  float amax = 0.0f;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    float v[N];
+    load_contiguous<T, N>(src + c * N, v);
+    butterfly<N>(v);
+#pragma unroll
+    for (int k = 0; k < N; ++k) amax = fmaxf(amax, fabsf(v[k]));
+  }
+  const float s = absmax_to_scale(block_max(amax), qmax);
+  if (threadIdx.x == 0) scale[row] = s;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    float v[N];
+    load_contiguous<T, N>(src + c * N, v);
+    butterfly<N>(v);
+    int8_t q[N];
+    const uint64_t base = static_cast<uint64_t>(row * cols + c * N);
+#pragma unroll
+    for (int k = 0; k < N; ++k) q[k] = stochastic_code(v[k], s, hash_uniform(base + k, key), qmax);
+    store_codes<N>(codes + row * cols + c * N, q);
+  }
+}
+
+// Per tensor, pass 1: amax of the transformed tensor (max is order-free, so atomics stay deterministic).
+template <typename T, int N>
+__global__ void hq_grad_output_amax(const T* __restrict__ g, int64_t chunks, uint32_t* amax_bits) {
+  float amax = 0.0f;
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < chunks;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float v[N];
+    load_contiguous<T, N>(g + c * N, v);
+    butterfly<N>(v);
+#pragma unroll
+    for (int k = 0; k < N; ++k) amax = fmaxf(amax, fabsf(v[k]));
+  }
+  amax = block_max(amax);
+  if (threadIdx.x == 0) atomicMax(amax_bits, __float_as_uint(amax));  // non-negative floats order as uints
+}
+
+template <typename T, int N>
+__global__ void hq_grad_output_quantize(const T* __restrict__ g, int64_t chunks, int qmax, uint32_t key,
+                                        const uint32_t* amax_bits, int8_t* __restrict__ codes,
+                                        float* __restrict__ scale) {
+  const float s = absmax_to_scale(__uint_as_float(*amax_bits), qmax);
+  if (blockIdx.x == 0 && threadIdx.x == 0) *scale = s;
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < chunks;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float v[N];
+    load_contiguous<T, N>(g + c * N, v);
+    butterfly<N>(v);
+    int8_t q[N];
+    const uint64_t base = static_cast<uint64_t>(c * N);
+#pragma unroll
+    for (int k = 0; k < N; ++k) q[k] = stochastic_code(v[k], s, hash_uniform(base + k, key), qmax);
+    store_codes<N>(codes + c * N, q);
+  }
+}
+
+int grid_for(int64_t work) {
+  const int64_t blocks = (work + kThreads - 1) / kThreads;
+  return static_cast<int>(blocks < 1 ? 1 : (blocks > kMaxGrid ? kMaxGrid : blocks));
+}
+
+template <typename T, int N>
+void launch_hq_grad_output(const T* g, int64_t rows, int64_t cols, int qmax, bool per_token, uint32_t key,
+                           int8_t* codes, float* scale, uint32_t* amax_bits, cudaStream_t stream) {
+  if (per_token) {
+    // Enough threads to cover a row once where possible, at most 256.
+    int threads = 32;
+    while (threads < kThreads && threads < cols / N) threads *= 2;
+    hq_grad_output_per_token<T, N><<<static_cast<unsigned>(rows), threads, 0, stream>>>(g, cols, qmax, key, codes,
+                                                                                       scale);
+  } else {
+    const int64_t chunks = rows * cols / N;
+    hq_grad_output_amax<T, N><<<grid_for(chunks), kThreads, 0, stream>>>(g, chunks, amax_bits);
+    hq_grad_output_quantize<T, N><<<grid_for(chunks), kThreads, 0, stream>>>(g, chunks, qmax, key, amax_bits,
+                                                                              codes, scale);
+  }
+}
+
+template <typename T>
+void dispatch_hq_block(const T* g, int64_t rows, int64_t cols, int block, int qmax, bool per_token, uint32_t key,
+                       int8_t* codes, float* scale, uint32_t* amax_bits, cudaStream_t stream) {
+  switch (block) {
+    case 1: return launch_hq_grad_output<T, 1>(g, rows, cols, qmax, per_token, key, codes, scale, amax_bits, stream);
+    case 2: return launch_hq_grad_output<T, 2>(g, rows, cols, qmax, per_token, key, codes, scale, amax_bits, stream);
+    case 4: return launch_hq_grad_output<T, 4>(g, rows, cols, qmax, per_token, key, codes, scale, amax_bits, stream);
+    case 8: return launch_hq_grad_output<T, 8>(g, rows, cols, qmax, per_token, key, codes, scale, amax_bits, stream);
+    default: return launch_hq_grad_output<T, 16>(g, rows, cols, qmax, per_token, key, codes, scale, amax_bits, stream);
+  }
+}
+
+// --- g_x path: Q4(HT(W)) with SAWB --------------------------------------------------------------
+
+constexpr int kSawbBlocks = 256;
+
+// Thread per (block of N rows, column): N strided loads (coalesced across the warp's columns).
+template <typename T, int N>
+__device__ __forceinline__ void load_column_block(const T* w, int64_t in_cols, int64_t g, int64_t col, float (&v)[N]) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) v[k] = to_float(w[(g * N + k) * in_cols + col]);
+}
+
+// Pass 1: per-block partial sums of b^2 and |b| (double: exact products, tiny rounding) and max |b|.
+// A fixed grid and a fixed tree make the result deterministic.
+template <typename T, int N>
+__global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t in_cols, double* partials) {
+  double s2 = 0.0, s1 = 0.0;
+  float amax = 0.0f;
+  const int64_t work = groups * in_cols;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < work;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float v[N];
+    load_column_block<T, N>(w, in_cols, i / in_cols, i % in_cols, v);
+    butterfly<N>(v);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const double d = v[k];
+      s2 += d * d;
+      s1 += fabs(d);
+      amax = fmaxf(amax, fabsf(v[k]));
+    }
+  }
+  __shared__ double p2[kThreads / 32], p1[kThreads / 32];
+  s2 = warp_sum(s2);
+  s1 = warp_sum(s1);
+  amax = block_max(amax);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) {
+    p2[warp] = s2;
+    p1[warp] = s1;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double t2 = 0.0, t1 = 0.0;
+    for (int i = 0; i < kThreads / 32; ++i) {
+      t2 += p2[i];
+      t1 += p1[i];
+    }
+    partials[3 * blockIdx.x] = t2;
+    partials[3 * blockIdx.x + 1] = t1;
+    partials[3 * blockIdx.x + 2] = amax;
+  }
+}
+
+// Pass 2 (one block): hot.quant.sawb_scale in float32 from the sums.
+__global__ void sawb_finish(const double* partials, int count, double numel, bool sawb4, int qmax, float* scale) {
+  if (threadIdx.x != 0) return;
+  double s2 = 0.0, s1 = 0.0;
+  float amax = 0.0f;
+  for (int i = 0; i < count; ++i) {
+    s2 += partials[3 * i];
+    s1 += partials[3 * i + 1];
+    amax = fmaxf(amax, static_cast<float>(partials[3 * i + 2]));
+  }
+  float clip = amax;
+  if (sawb4) {
+    // torch's mean is float32 sum / N: divide in float32 too (exact sums then give the same bits).
+    const float n = static_cast<float>(numel);
+    const float mean2 = __fdiv_rn(static_cast<float>(s2), n), mean1 = __fdiv_rn(static_cast<float>(s1), n);
+    clip = __fsub_rn(__fmul_rn(12.1f, __fsqrt_rn(mean2)), __fmul_rn(12.2f, mean1));
+    clip = clip > 0.0f ? clip : amax;
+  }
+  *scale = clip > 0.0f ? __fdiv_rn(clip, static_cast<float>(qmax)) : 1.0f;
+}
+
+// Pass 3: transform again, round to nearest, write W's codes transposed (N contiguous bytes per thread).
+template <typename T, int N>
+__global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t in_cols, int qmax,
+                                const float* __restrict__ scale, int8_t* __restrict__ codes_t) {
+  const float s = *scale;
+  const int64_t work = groups * in_cols, out_rows = groups * N;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < work;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t g = i / in_cols, col = i % in_cols;
+    float v[N];
+    load_column_block<T, N>(w, in_cols, g, col, v);
+    butterfly<N>(v);
+    int8_t q[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) q[k] = nearest_code(v[k], s, qmax);
+    store_codes<N>(codes_t + col * out_rows + g * N, q);
+  }
+}
+
+template <typename T, int N>
+void launch_weight(const T* w, int64_t out_rows, int64_t in_cols, int qmax, bool sawb4, int8_t* codes_t,
+                   float* scale, double* partials, cudaStream_t stream) {
+  const int64_t groups = out_rows / N;
+  sawb_partials<T, N><<<kSawbBlocks, kThreads, 0, stream>>>(w, groups, in_cols, partials);
+  sawb_finish<<<1, 32, 0, stream>>>(partials, kSawbBlocks, static_cast<double>(out_rows * in_cols), sawb4, qmax,
+                                    scale);
+  weight_quantize<T, N><<<grid_for(groups * in_cols), kThreads, 0, stream>>>(w, groups, in_cols, qmax, scale,
+                                                                             codes_t);
+}
+
+template <typename T>
+void dispatch_weight(const T* w, int64_t out_rows, int64_t in_cols, int block, int qmax, bool sawb4, int8_t* codes_t,
+                     float* scale, double* partials, cudaStream_t stream) {
+  switch (block) {
+    case 1: return launch_weight<T, 1>(w, out_rows, in_cols, qmax, sawb4, codes_t, scale, partials, stream);
+    case 2: return launch_weight<T, 2>(w, out_rows, in_cols, qmax, sawb4, codes_t, scale, partials, stream);
+    case 4: return launch_weight<T, 4>(w, out_rows, in_cols, qmax, sawb4, codes_t, scale, partials, stream);
+    case 8: return launch_weight<T, 8>(w, out_rows, in_cols, qmax, sawb4, codes_t, scale, partials, stream);
+    default: return launch_weight<T, 16>(w, out_rows, in_cols, qmax, sawb4, codes_t, scale, partials, stream);
+  }
+}
+
+// --- g_w path: HLA projection + quantise along tokens ---------------------------------------------
+
+constexpr int kHla = 16;
+
+struct HlaRows {
+  int row[kHla];
+};
+
+struct HlaShape {
+  int64_t channels, tokens, blocks;  // blocks per sample
+  int64_t proj_rows;                 // samples * blocks * rank
+  int rank;
+};
+
+// The 16 transformed positions of (sample, block) for one channel, zero beyond the sample's end.
+template <typename T>
+__device__ __forceinline__ void hla_block(const T* __restrict__ t, const HlaShape& sh, int64_t sb, int64_t c,
+                                          float (&v)[kHla]) {
+  const int64_t sample = sb / sh.blocks, first = (sb % sh.blocks) * kHla;
+  const T* base = t + (sample * sh.tokens) * sh.channels + c;
+#pragma unroll
+  for (int k = 0; k < kHla; ++k) v[k] = first + k < sh.tokens ? to_float(base[(first + k) * sh.channels]) : 0.0f;
+  butterfly<kHla>(v);
+}
+
+// v[idx] without a run-time register index (which would spill v to local memory).
+__device__ __forceinline__ float select16(const float (&v)[kHla], int idx) {
+  float out = 0.0f;
+#pragma unroll
+  for (int m = 0; m < kHla; ++m) out = m == idx ? v[m] : out;
+  return out;
+}
+
+template <typename T>
+__global__ void hla_amax(const T* __restrict__ t, HlaShape sh, HlaRows rows, bool per_channel, uint32_t* amax_bits) {
+  const int64_t work = (sh.proj_rows / sh.rank) * sh.channels;
+  float amax = 0.0f;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < work;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t sb = i / sh.channels, c = i % sh.channels;
+    float v[kHla];
+    hla_block(t, sh, sb, c, v);
+    float m = 0.0f;
+    for (int j = 0; j < sh.rank; ++j) m = fmaxf(m, fabsf(select16(v, rows.row[j])));
+    if (per_channel) {
+      if (m > 0.0f) atomicMax(amax_bits + c, __float_as_uint(m));
+    } else {
+      amax = fmaxf(amax, m);
+    }
+  }
+  if (!per_channel) {
+    amax = block_max(amax);
+    if (threadIdx.x == 0) atomicMax(amax_bits, __float_as_uint(amax));
+  }
+}
+
+template <typename T>
+__global__ void hla_quantize_kernel(const T* __restrict__ t, HlaShape sh, HlaRows rows, int qmax, bool per_channel,
+                                    bool stochastic, uint32_t key, const uint32_t* __restrict__ amax_bits,
+                                    int8_t* __restrict__ codes_t, float* __restrict__ scale) {
+  const int64_t work = (sh.proj_rows / sh.rank) * sh.channels;
+  float s_tensor = per_channel ? 0.0f : absmax_to_scale(__uint_as_float(*amax_bits), qmax);
+  if (!per_channel && blockIdx.x == 0 && threadIdx.x == 0) *scale = s_tensor;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < work;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t sb = i / sh.channels, c = i % sh.channels;
+    const float s = per_channel ? absmax_to_scale(__uint_as_float(amax_bits[c]), qmax) : s_tensor;
+    if (per_channel && sb == 0) scale[c] = s;
+    float v[kHla];
+    hla_block(t, sh, sb, c, v);
+    alignas(8) int8_t q[kHla];
+#pragma unroll
+    for (int j = 0; j < kHla; ++j) {
+      if (j < sh.rank) {
+        const float x = select16(v, rows.row[j]);
+        // u is drawn at the element's row-major index in the projected (proj_rows x C) tensor.
+        const uint64_t index = static_cast<uint64_t>((sb * sh.rank + j) * sh.channels + c);
+        q[j] = stochastic ? stochastic_code(x, s, hash_uniform(index, key), qmax) : nearest_code(x, s, qmax);
+      }
+    }
+    int8_t* out = codes_t + c * sh.proj_rows + sb * sh.rank;
+    if (sh.rank == 8 && sh.proj_rows % 8 == 0) {
+      *reinterpret_cast<uint2*>(out) = *reinterpret_cast<const uint2*>(q);  // one 8-byte store, not 8 byte stores
+    } else {
+      for (int j = 0; j < sh.rank; ++j) out[j] = q[j];
+    }
+  }
+}
+
+template <typename T>
+void launch_hla(const T* t, const HlaShape& sh, const HlaRows& rows, int qmax, bool per_channel, bool stochastic,
+                uint32_t key, int8_t* codes_t, float* scale, uint32_t* amax_bits, cudaStream_t stream) {
+  const int64_t work = (sh.proj_rows / sh.rank) * sh.channels;
+  hla_amax<T><<<grid_for(work), kThreads, 0, stream>>>(t, sh, rows, per_channel, amax_bits);
+  hla_quantize_kernel<T><<<grid_for(work), kThreads, 0, stream>>>(t, sh, rows, qmax, per_channel, stochastic, key,
+                                                                   amax_bits, codes_t, scale);
+}
+
+// --- dequantisation and format conversions ---------------------------------------------------------
+
+template <typename Acc>
+__global__ void dequantize_kernel(const Acc* __restrict__ acc, int64_t m, int64_t n, const float* __restrict__ row,
+                                  bool row_vec, const float* __restrict__ col, bool col_vec, float divisor,
+                                  float* __restrict__ out) {
+  const int64_t total = m * n;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / n, c = i % n;
+    const float a = __fmul_rn(static_cast<float>(acc[i]), row[row_vec ? r : 0]);
+    out[i] = __fmul_rn(a, __fdiv_rn(col[col_vec ? c : 0], divisor));
+  }
+}
+
+__global__ void codes_to_e4m3_kernel(const int8_t* __restrict__ in, int64_t rows, int64_t cols, int64_t cols_pad,
+                                     uint8_t* __restrict__ out) {
+  const int64_t total = rows * cols_pad;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols_pad, c = i % cols_pad;
+    const float v = c < cols ? static_cast<float>(in[r * cols + c]) : 0.0f;
+    out[i] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+  }
+}
+
+__global__ void pack_int4_kernel(const int8_t* __restrict__ in, int64_t rows, int64_t cols, int64_t cols_pad,
+                                 uint8_t* __restrict__ out) {
+  const int64_t half = cols_pad / 2, total = rows * half;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / half, c = 2 * (i % half);
+    const int lo = c < cols ? in[r * cols + c] : 0;
+    const int hi = c + 1 < cols ? in[r * cols + c + 1] : 0;
+    out[i] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
+  }
+}
+
+}  // namespace
+
+void hq_quantize_grad_output(const void* g_y, InType type, int64_t rows, int64_t cols, int block, int qmax,
+                             bool per_token, uint32_t key, int8_t* codes, float* scale, uint32_t* amax_bits,
+                             cudaStream_t stream) {
+  switch (type) {
+    case InType::F32:
+      return dispatch_hq_block(static_cast<const float*>(g_y), rows, cols, block, qmax, per_token, key, codes, scale,
+                               amax_bits, stream);
+    case InType::F16:
+      return dispatch_hq_block(static_cast<const __half*>(g_y), rows, cols, block, qmax, per_token, key, codes, scale,
+                               amax_bits, stream);
+    case InType::BF16:
+      return dispatch_hq_block(static_cast<const __nv_bfloat16*>(g_y), rows, cols, block, qmax, per_token, key, codes,
+                               scale, amax_bits, stream);
+  }
+}
+
+int sawb_partials_size() { return 3 * kSawbBlocks; }
+
+void hq_quantize_weight(const void* w, InType type, int64_t out_rows, int64_t in_cols, int block, int qmax,
+                        bool sawb4, int8_t* codes_t, float* scale, double* partials, cudaStream_t stream) {
+  switch (type) {
+    case InType::F32:
+      return dispatch_weight(static_cast<const float*>(w), out_rows, in_cols, block, qmax, sawb4, codes_t, scale,
+                             partials, stream);
+    case InType::F16:
+      return dispatch_weight(static_cast<const __half*>(w), out_rows, in_cols, block, qmax, sawb4, codes_t, scale,
+                             partials, stream);
+    case InType::BF16:
+      return dispatch_weight(static_cast<const __nv_bfloat16*>(w), out_rows, in_cols, block, qmax, sawb4, codes_t,
+                             scale, partials, stream);
+  }
+}
+
+void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, int64_t tokens, const int* rows,
+                  int rank, int qmax, bool per_channel, bool stochastic, uint32_t key, int8_t* codes_t, float* scale,
+                  uint32_t* amax_bits, cudaStream_t stream) {
+  HlaRows kept{};
+  for (int j = 0; j < rank; ++j) kept.row[j] = rows[j];
+  const int64_t blocks = (tokens + kHla - 1) / kHla;
+  const HlaShape sh{channels, tokens, blocks, (length / tokens) * blocks * rank, rank};
+  switch (type) {
+    case InType::F32:
+      return launch_hla(static_cast<const float*>(t), sh, kept, qmax, per_channel, stochastic, key, codes_t, scale,
+                        amax_bits, stream);
+    case InType::F16:
+      return launch_hla(static_cast<const __half*>(t), sh, kept, qmax, per_channel, stochastic, key, codes_t, scale,
+                        amax_bits, stream);
+    case InType::BF16:
+      return launch_hla(static_cast<const __nv_bfloat16*>(t), sh, kept, qmax, per_channel, stochastic, key, codes_t,
+                        scale, amax_bits, stream);
+  }
+}
+
+void dequantize_i32(const int32_t* acc, int64_t m, int64_t n, const float* row, bool row_vec, const float* col,
+                    bool col_vec, float divisor, float* out, cudaStream_t stream) {
+  dequantize_kernel<int32_t><<<grid_for(m * n), kThreads, 0, stream>>>(acc, m, n, row, row_vec, col, col_vec, divisor,
+                                                                        out);
+}
+
+void dequantize_f32(const float* acc, int64_t m, int64_t n, const float* row, bool row_vec, const float* col,
+                    bool col_vec, float divisor, float* out, cudaStream_t stream) {
+  dequantize_kernel<float><<<grid_for(m * n), kThreads, 0, stream>>>(acc, m, n, row, row_vec, col, col_vec, divisor,
+                                                                      out);
+}
+
+void codes_to_e4m3(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pad, uint8_t* out,
+                   cudaStream_t stream) {
+  codes_to_e4m3_kernel<<<grid_for(rows * cols_pad), kThreads, 0, stream>>>(in, rows, cols, cols_pad, out);
+}
+
+void pack_int4(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pad, uint8_t* out, cudaStream_t stream) {
+  pack_int4_kernel<<<grid_for(rows * cols_pad / 2), kThreads, 0, stream>>>(in, rows, cols, cols_pad, out);
+}
+
+}  // namespace hot

@@ -1,0 +1,34 @@
+"""Build the hot-kernels CUDA extension: `pip install --no-build-isolation ./kernels`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import build_config
+from setuptools import setup
+
+# torch.utils.cpp_extension reads the architectures from this variable.
+os.environ["TORCH_CUDA_ARCH_LIST"] = ";".join(build_config.arch_list())
+
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+sources = [f"csrc/{name}" for name in (*build_config.CXX_SOURCES, *build_config.CUDA_SOURCES)]
+setup(
+    name="hot-kernels",
+    version="0.1.0",
+    description="CUDA kernels of HOT (Hadamard-based Optimized Training): fused Hadamard/HLA quantisers, int GEMMs",
+    packages=["hot_kernels"],
+    ext_modules=[
+        CUDAExtension(
+            "hot_kernels._C",
+            sources,
+            include_dirs=[str(build_config.CSRC), str(build_config.cutlass_include())],
+            extra_compile_args={"cxx": build_config.CXX_FLAGS, "nvcc": build_config.NVCC_FLAGS},
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension},
+    python_requires=">=3.10",
+)

@@ -1,0 +1,1 @@
+"""GPU benchmarks of the hot-kernels extension."""

@@ -5,11 +5,16 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/extension.h>
 
+#include <string>
 #include <vector>
 
 #include "hot_kernels.h"
 
 namespace {
+
+// Integers enter TORCH_CHECK messages as strings: on the device build, an integer operand streamed by
+// c10::str crashed the process (SIGSEGV) instead of raising; string and enum operands raised normally.
+std::string num(int64_t v) { return std::to_string(v); }
 
 void check_cuda(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor, got device ", t.device());
@@ -35,33 +40,33 @@ hot::InType float_type(const at::Tensor& t, const char* name) {
 
 void check_block(int64_t block, int64_t size, const char* what) {
   TORCH_CHECK(block == 1 || block == 2 || block == 4 || block == 8 || block == 16,
-              "Hadamard block must be 1, 2, 4, 8 or 16, got ", block);
-  TORCH_CHECK(size % block == 0, what, " = ", size, " is not a multiple of the Hadamard block ", block);
+              "Hadamard block must be 1, 2, 4, 8 or 16, got ", num(block));
+  TORCH_CHECK(size % block == 0, what, " = ", num(size), " is not a multiple of the Hadamard block ", num(block));
 }
 
 int qmax_of(int64_t bits) {
-  TORCH_CHECK(bits == 4 || bits == 8, "bits must be 4 or 8, got ", bits);
+  TORCH_CHECK(bits == 4 || bits == 8, "bits must be 4 or 8, got ", num(bits));
   return bits == 4 ? 7 : 127;
 }
 
-// (codes (L, O) int8, scale (L, 1) or ()).
+// (codes (L, O) int8, or float8 e4m3 with fp8; scale (L, 1) or ()).
 std::vector<at::Tensor> hq_quantize_grad_output(const at::Tensor& g_y, int64_t block, int64_t bits, bool per_token,
-                                                int64_t key) {
+                                                int64_t key, bool fp8) {
   check_cuda(g_y, "g_y");
   check_aligned(g_y, "g_y");
-  TORCH_CHECK(g_y.dim() == 2, "g_y must be 2-D (L, O), got ", g_y.dim(), "-D");
+  TORCH_CHECK(g_y.dim() == 2, "g_y must be 2-D (L, O), got ", num(g_y.dim()), "-D");
   const auto type = float_type(g_y, "g_y");
   check_block(block, g_y.size(1), "O");
   const int qmax = qmax_of(bits);
   TORCH_CHECK(g_y.size(0) <= INT32_MAX, "g_y has too many rows for one launch");
   const c10::cuda::CUDAGuard guard(g_y.device());
   auto opts = g_y.options();
-  auto codes = at::empty(g_y.sizes(), opts.dtype(at::kChar));
+  auto codes = at::empty(g_y.sizes(), opts.dtype(fp8 ? at::kFloat8_e4m3fn : at::kChar));
   auto scale = per_token ? at::empty({g_y.size(0), 1}, opts.dtype(at::kFloat)) : at::empty({}, opts.dtype(at::kFloat));
   auto amax = at::zeros({1}, opts.dtype(at::kInt));
   if (g_y.numel() > 0) {
     hot::hq_quantize_grad_output(g_y.data_ptr(), type, g_y.size(0), g_y.size(1), static_cast<int>(block), qmax,
-                                 per_token, static_cast<uint32_t>(key), codes.data_ptr<int8_t>(),
+                                 per_token, static_cast<uint32_t>(key), fp8, static_cast<int8_t*>(codes.data_ptr()),
                                  scale.data_ptr<float>(), reinterpret_cast<uint32_t*>(amax.data_ptr<int32_t>()),
                                  c10::cuda::getCurrentCUDAStream());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -69,22 +74,22 @@ std::vector<at::Tensor> hq_quantize_grad_output(const at::Tensor& g_y, int64_t b
   return {codes, scale};
 }
 
-// (codes_t (I, O) int8 = W's codes transposed, scale ()).
-std::vector<at::Tensor> hq_quantize_weight(const at::Tensor& w, int64_t block, int64_t bits) {
+// (codes_t (I, O) int8 = W's codes transposed, or float8 e4m3 with fp8; scale ()).
+std::vector<at::Tensor> hq_quantize_weight(const at::Tensor& w, int64_t block, int64_t bits, bool fp8) {
   check_cuda(w, "weight");
-  TORCH_CHECK(w.dim() == 2, "weight must be 2-D (O, I), got ", w.dim(), "-D");
+  TORCH_CHECK(w.dim() == 2, "weight must be 2-D (O, I), got ", num(w.dim()), "-D");
   TORCH_CHECK(w.numel() > 0, "weight is empty");
   const auto type = float_type(w, "weight");
   check_block(block, w.size(0), "O");
   const int qmax = qmax_of(bits);
   const c10::cuda::CUDAGuard guard(w.device());
   auto opts = w.options();
-  auto codes_t = at::empty({w.size(1), w.size(0)}, opts.dtype(at::kChar));
+  auto codes_t = at::empty({w.size(1), w.size(0)}, opts.dtype(fp8 ? at::kFloat8_e4m3fn : at::kChar));
   auto scale = at::empty({}, opts.dtype(at::kFloat));
   auto partials = at::empty({hot::sawb_partials_size()}, opts.dtype(at::kDouble));
-  hot::hq_quantize_weight(w.data_ptr(), type, w.size(0), w.size(1), static_cast<int>(block), qmax, bits == 4,
-                          codes_t.data_ptr<int8_t>(), scale.data_ptr<float>(), partials.data_ptr<double>(),
-                          c10::cuda::getCurrentCUDAStream());
+  hot::hq_quantize_weight(w.data_ptr(), type, w.size(0), w.size(1), static_cast<int>(block), qmax, bits == 4, fp8,
+                          static_cast<int8_t*>(codes_t.data_ptr()), scale.data_ptr<float>(),
+                          partials.data_ptr<double>(), c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {codes_t, scale};
 }
@@ -93,15 +98,16 @@ std::vector<at::Tensor> hq_quantize_weight(const at::Tensor& w, int64_t block, i
 std::vector<at::Tensor> hla_quantize(const at::Tensor& t, int64_t tokens, const std::vector<int64_t>& rows,
                                      int64_t bits, bool stochastic, bool per_channel, int64_t key) {
   check_cuda(t, "t");
-  TORCH_CHECK(t.dim() == 2, "t must be 2-D (L, C), got ", t.dim(), "-D");
+  check_aligned(t, "t");
+  TORCH_CHECK(t.dim() == 2, "t must be 2-D (L, C), got ", num(t.dim()), "-D");
   TORCH_CHECK(t.numel() > 0, "t is empty");
   const auto type = float_type(t, "t");
-  TORCH_CHECK(tokens >= 1 && t.size(0) % tokens == 0, "L = ", t.size(0), " is not a whole number of samples of T = ",
-              tokens, " positions");
+  TORCH_CHECK(tokens >= 1 && t.size(0) % tokens == 0, "L = ", num(t.size(0)),
+              " is not a whole number of samples of T = ", num(tokens), " positions");
   const int rank = static_cast<int>(rows.size());
-  TORCH_CHECK(rank >= 1 && rank <= 16, "HLA rank must be in 1..16, got ", rank);
+  TORCH_CHECK(rank >= 1 && rank <= 16, "HLA rank must be in 1..16, got ", num(rank));
   std::vector<int> kept(rows.begin(), rows.end());
-  for (int r : kept) TORCH_CHECK(r >= 0 && r < 16, "HLA basis row must be in 0..15, got ", r);
+  for (int r : kept) TORCH_CHECK(r >= 0 && r < 16, "HLA basis row must be in 0..15, got ", num(r));
   const int qmax = qmax_of(bits);
   const c10::cuda::CUDAGuard guard(t.device());
   const int64_t blocks = (tokens + 15) / 16, proj_rows = (t.size(0) / tokens) * blocks * rank;
@@ -125,8 +131,10 @@ at::Tensor dequantize(const at::Tensor& acc, const at::Tensor& row, const at::Te
   check_dtype(row, at::kFloat, "row scale");
   check_dtype(col, at::kFloat, "column scale");
   const int64_t m = acc.size(0), n = acc.size(1);
-  TORCH_CHECK(row.numel() == m || row.numel() == 1, "row scale has ", row.numel(), " elements, want ", m, " or 1");
-  TORCH_CHECK(col.numel() == n || col.numel() == 1, "column scale has ", col.numel(), " elements, want ", n, " or 1");
+  TORCH_CHECK(row.numel() == m || row.numel() == 1, "row scale has ", num(row.numel()), " elements, want ", num(m),
+              " or 1");
+  TORCH_CHECK(col.numel() == n || col.numel() == 1, "column scale has ", num(col.numel()), " elements, want ",
+              num(n), " or 1");
   const c10::cuda::CUDAGuard guard(acc.device());
   auto out = at::empty({m, n}, acc.options().dtype(at::kFloat));
   if (out.numel() == 0) return out;
@@ -186,8 +194,8 @@ at::Tensor cutlass_gemm_s4(const at::Tensor& a, const at::Tensor& b) {
   check_aligned(b, "b");
   TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(1), "a (M, K/2) and b (N, K/2) must agree in K");
   const int64_t k = 2 * a.size(1);
-  TORCH_CHECK(k % 32 == 0, "INT4 GEMM needs K a multiple of 32, got ", k);
-  TORCH_CHECK(b.size(0) % 4 == 0, "INT4 GEMM needs N a multiple of 4, got ", b.size(0));
+  TORCH_CHECK(k % 32 == 0, "INT4 GEMM needs K a multiple of 32, got ", num(k));
+  TORCH_CHECK(b.size(0) % 4 == 0, "INT4 GEMM needs N a multiple of 4, got ", num(b.size(0)));
   const c10::cuda::CUDAGuard guard(a.device());
   auto d = at::empty({a.size(0), b.size(0)}, a.options().dtype(at::kInt));
   check_gemm_status(hot::cutlass_gemm_s4(a.data_ptr<uint8_t>(), b.data_ptr<uint8_t>(), d.data_ptr<int32_t>(),
@@ -206,8 +214,8 @@ at::Tensor cutlass_gemm_s8(const at::Tensor& a, const at::Tensor& b) {
   check_aligned(a, "a");
   check_aligned(b, "b");
   TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(1), "a (M, K) and b (N, K) must agree in K");
-  TORCH_CHECK(a.size(1) % 16 == 0, "INT8 GEMM needs K a multiple of 16, got ", a.size(1));
-  TORCH_CHECK(b.size(0) % 4 == 0, "INT8 GEMM needs N a multiple of 4, got ", b.size(0));
+  TORCH_CHECK(a.size(1) % 16 == 0, "INT8 GEMM needs K a multiple of 16, got ", num(a.size(1)));
+  TORCH_CHECK(b.size(0) % 4 == 0, "INT8 GEMM needs N a multiple of 4, got ", num(b.size(0)));
   const c10::cuda::CUDAGuard guard(a.device());
   auto d = at::empty({a.size(0), b.size(0)}, a.options().dtype(at::kInt));
   check_gemm_status(hot::cutlass_gemm_s8(a.data_ptr<int8_t>(), b.data_ptr<int8_t>(), d.data_ptr<int32_t>(),

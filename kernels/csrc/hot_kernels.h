@@ -11,17 +11,18 @@ enum class InType : int { F32 = 0, F16 = 1, BF16 = 2 };
 
 // Q(HT(g_y)): block Hadamard (n = block) along the rows of g_y (L x O), stochastic rounding by the
 // counter hash. per_token: one scale per row; else one scale for the tensor (scale[0]).
-// amax_bits: one zeroed uint32 of scratch (per-tensor only). codes: int8 (L x O), row-major.
+// amax_bits: one zeroed uint32 of scratch (per-tensor only). codes: int8 (L x O), row-major; with fp8
+// the same values as float8 e4m3 bytes (the FP8 GEMM's operand).
 void hq_quantize_grad_output(const void* g_y, InType type, int64_t rows, int64_t cols, int block, int qmax,
-                             bool per_token, uint32_t key, int8_t* codes, float* scale, uint32_t* amax_bits,
+                             bool per_token, uint32_t key, bool fp8, int8_t* codes, float* scale, uint32_t* amax_bits,
                              cudaStream_t stream);
 
 // Q(HT(W)) for W (O x I): block Hadamard along O, SAWB per-tensor scale, round-to-nearest-even.
-// codes_t: int8 (I x O) row-major, i.e. W's codes transposed (column-major B of the g_x GEMM).
-// partials: scratch of sawb_partials_size() doubles.
+// codes_t: int8 (I x O) row-major, i.e. W's codes transposed (column-major B of the g_x GEMM), or
+// e4m3 bytes with fp8. partials: scratch of sawb_partials_size() doubles.
 int sawb_partials_size();
 void hq_quantize_weight(const void* w, InType type, int64_t out_rows, int64_t in_cols, int block, int qmax,
-                        bool sawb4, int8_t* codes_t, float* scale, double* partials, cudaStream_t stream);
+                        bool sawb4, bool fp8, int8_t* codes_t, float* scale, double* partials, cudaStream_t stream);
 
 // Q(P t) along the token axis: t (L x C) in samples of `tokens` rows, blocks of 16 zero-padded,
 // kept rows `rows[0..rank)` of H_16. codes_t: int8 (C x R) row-major, R = samples*blocks*rank.

@@ -62,20 +62,21 @@ __device__ __forceinline__ void store_codes(int8_t* p, const int8_t (&q)[N]) {
   for (int i = 0; i < N / kWidth; ++i) reinterpret_cast<V*>(p)[i] = reinterpret_cast<const V*>(q)[i];
 }
 
-// hot.hadamard.block_hadamard on one block: stages h = 1, 2, 4, ..., pairs (a + b, a - b).
-template <int N>
+// hot.hadamard.block_hadamard on one block: stages h = 1, 2, 4, ..., pairs (a + b, a - b). The stage is a
+// template parameter so every index is a constant (a run-time h loop left v in local memory).
+template <int N, int H = 1>
 __device__ __forceinline__ void butterfly(float (&v)[N]) {
+  if constexpr (H < N) {
 #pragma unroll
-  for (int h = 1; h < N; h *= 2) {
+    for (int i = 0; i < N; i += 2 * H) {
 #pragma unroll
-    for (int i = 0; i < N; i += 2 * h) {
-#pragma unroll
-      for (int j = i; j < i + h; ++j) {
-        const float a = v[j], b = v[j + h];
+      for (int j = i; j < i + H; ++j) {
+        const float a = v[j], b = v[j + H];
         v[j] = __fadd_rn(a, b);
-        v[j + h] = __fsub_rn(a, b);
+        v[j + H] = __fsub_rn(a, b);
       }
     }
+    butterfly<N, 2 * H>(v);
   }
 }
 
@@ -92,6 +93,16 @@ __device__ __forceinline__ int8_t stochastic_code(float v, float scale, float u,
 __device__ __forceinline__ int8_t nearest_code(float v, float scale, int qmax) {
   const float q = rintf(__fdiv_rn(v, scale));  // torch.round: half to even
   return static_cast<int8_t>(fminf(fmaxf(q, -static_cast<float>(qmax)), static_cast<float>(qmax)));
+}
+
+// Codes as the GEMM's operand bytes: int8, or e4m3 (every integer in -8..7 is exact) for the FP8 GEMM.
+template <int N>
+__device__ __forceinline__ void to_operand(int8_t (&q)[N], bool fp8) {
+  if (!fp8) return;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    q[k] = static_cast<int8_t>(__nv_cvt_float_to_fp8(static_cast<float>(q[k]), __NV_SATFINITE, __NV_E4M3));
+  }
 }
 
 __device__ __forceinline__ float warp_max(float v) {
@@ -124,7 +135,7 @@ __device__ float block_max(float v) {
 // One block per row: pass 1 transforms and takes the row's amax, pass 2 transforms again (the row is
 // in L1/L2) and quantises. Recomputing is cheaper than staging a row of unbounded length.
 template <typename T, int N>
-__global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t cols, int qmax, uint32_t key,
+__global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t cols, int qmax, uint32_t key, bool fp8,
                                          int8_t* __restrict__ codes, float* __restrict__ scale) {
   const int64_t row = blockIdx.x;
   const T* src = g + row * cols;
@@ -147,6 +158,7 @@ __global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t cols, 
     const uint64_t base = static_cast<uint64_t>(row * cols + c * N);
 #pragma unroll
     for (int k = 0; k < N; ++k) q[k] = stochastic_code(v[k], s, hash_uniform(base + k, key), qmax);
+    to_operand(q, fp8);
     store_codes<N>(codes + row * cols + c * N, q);
   }
 }
@@ -168,7 +180,7 @@ __global__ void hq_grad_output_amax(const T* __restrict__ g, int64_t chunks, uin
 }
 
 template <typename T, int N>
-__global__ void hq_grad_output_quantize(const T* __restrict__ g, int64_t chunks, int qmax, uint32_t key,
+__global__ void hq_grad_output_quantize(const T* __restrict__ g, int64_t chunks, int qmax, uint32_t key, bool fp8,
                                         const uint32_t* amax_bits, int8_t* __restrict__ codes,
                                         float* __restrict__ scale) {
   const float s = absmax_to_scale(__uint_as_float(*amax_bits), qmax);
@@ -182,6 +194,7 @@ __global__ void hq_grad_output_quantize(const T* __restrict__ g, int64_t chunks,
     const uint64_t base = static_cast<uint64_t>(c * N);
 #pragma unroll
     for (int k = 0; k < N; ++k) q[k] = stochastic_code(v[k], s, hash_uniform(base + k, key), qmax);
+    to_operand(q, fp8);
     store_codes<N>(codes + c * N, q);
   }
 }
@@ -191,32 +204,46 @@ int grid_for(int64_t work) {
   return static_cast<int>(blocks < 1 ? 1 : (blocks > kMaxGrid ? kMaxGrid : blocks));
 }
 
+dim3 dequantize_grid(int64_t m, int64_t n) {
+  const int64_t x = (n + 4 * kThreads - 1) / (4 * kThreads);
+  return dim3(static_cast<unsigned>(x), static_cast<unsigned>(m < 65535 ? m : 65535));
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 template <typename T, int N>
-void launch_hq_grad_output(const T* g, int64_t rows, int64_t cols, int qmax, bool per_token, uint32_t key,
+void launch_hq_grad_output(const T* g, int64_t rows, int64_t cols, int qmax, bool per_token, uint32_t key, bool fp8,
                            int8_t* codes, float* scale, uint32_t* amax_bits, cudaStream_t stream) {
   if (per_token) {
-    // Enough threads to cover a row once where possible, at most 256.
-    int threads = 32;
-    while (threads < kThreads && threads < cols / N) threads *= 2;
-    hq_grad_output_per_token<T, N><<<static_cast<unsigned>(rows), threads, 0, stream>>>(g, cols, qmax, key, codes,
+    // Whole warps covering a row once where possible, at most 256: no idle warps, so more rows fit on an
+    // SM (e.g. 160 threads, not 256, for O = 2304).
+    const int64_t chunks = cols / N;
+    const int threads = chunks >= kThreads ? kThreads : static_cast<int>((chunks + 31) / 32 * 32);
+    hq_grad_output_per_token<T, N><<<static_cast<unsigned>(rows), threads, 0, stream>>>(g, cols, qmax, key, fp8, codes,
                                                                                        scale);
   } else {
     const int64_t chunks = rows * cols / N;
     hq_grad_output_amax<T, N><<<grid_for(chunks), kThreads, 0, stream>>>(g, chunks, amax_bits);
-    hq_grad_output_quantize<T, N><<<grid_for(chunks), kThreads, 0, stream>>>(g, chunks, qmax, key, amax_bits,
+    hq_grad_output_quantize<T, N><<<grid_for(chunks), kThreads, 0, stream>>>(g, chunks, qmax, key, fp8, amax_bits,
                                                                               codes, scale);
   }
 }
 
 template <typename T>
 void dispatch_hq_block(const T* g, int64_t rows, int64_t cols, int block, int qmax, bool per_token, uint32_t key,
-                       int8_t* codes, float* scale, uint32_t* amax_bits, cudaStream_t stream) {
+                       bool fp8, int8_t* codes, float* scale, uint32_t* amax_bits, cudaStream_t stream) {
   switch (block) {
-    case 1: return launch_hq_grad_output<T, 1>(g, rows, cols, qmax, per_token, key, codes, scale, amax_bits, stream);
-    case 2: return launch_hq_grad_output<T, 2>(g, rows, cols, qmax, per_token, key, codes, scale, amax_bits, stream);
-    case 4: return launch_hq_grad_output<T, 4>(g, rows, cols, qmax, per_token, key, codes, scale, amax_bits, stream);
-    case 8: return launch_hq_grad_output<T, 8>(g, rows, cols, qmax, per_token, key, codes, scale, amax_bits, stream);
-    default: return launch_hq_grad_output<T, 16>(g, rows, cols, qmax, per_token, key, codes, scale, amax_bits, stream);
+    case 1:
+      return launch_hq_grad_output<T, 1>(g, rows, cols, qmax, per_token, key, fp8, codes, scale, amax_bits, stream);
+    case 2:
+      return launch_hq_grad_output<T, 2>(g, rows, cols, qmax, per_token, key, fp8, codes, scale, amax_bits, stream);
+    case 4:
+      return launch_hq_grad_output<T, 4>(g, rows, cols, qmax, per_token, key, fp8, codes, scale, amax_bits, stream);
+    case 8:
+      return launch_hq_grad_output<T, 8>(g, rows, cols, qmax, per_token, key, fp8, codes, scale, amax_bits, stream);
+    default:
+      return launch_hq_grad_output<T, 16>(g, rows, cols, qmax, per_token, key, fp8, codes, scale, amax_bits,
+                                          stream);
   }
 }
 
@@ -297,7 +324,7 @@ __global__ void sawb_finish(const double* partials, int count, double numel, boo
 // Pass 3: transform again, round to nearest, write W's codes transposed (N contiguous bytes per thread).
 template <typename T, int N>
 __global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t in_cols, int qmax,
-                                const float* __restrict__ scale, int8_t* __restrict__ codes_t) {
+                                const float* __restrict__ scale, bool fp8, int8_t* __restrict__ codes_t) {
   const float s = *scale;
   const int64_t work = groups * in_cols, out_rows = groups * N;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < work;
@@ -309,143 +336,264 @@ __global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t
     int8_t q[N];
 #pragma unroll
     for (int k = 0; k < N; ++k) q[k] = nearest_code(v[k], s, qmax);
+    to_operand(q, fp8);
     store_codes<N>(codes_t + col * out_rows + g * N, q);
   }
 }
 
 template <typename T, int N>
-void launch_weight(const T* w, int64_t out_rows, int64_t in_cols, int qmax, bool sawb4, int8_t* codes_t,
+void launch_weight(const T* w, int64_t out_rows, int64_t in_cols, int qmax, bool sawb4, bool fp8, int8_t* codes_t,
                    float* scale, double* partials, cudaStream_t stream) {
   const int64_t groups = out_rows / N;
   sawb_partials<T, N><<<kSawbBlocks, kThreads, 0, stream>>>(w, groups, in_cols, partials);
   sawb_finish<<<1, 32, 0, stream>>>(partials, kSawbBlocks, static_cast<double>(out_rows * in_cols), sawb4, qmax,
                                     scale);
   weight_quantize<T, N><<<grid_for(groups * in_cols), kThreads, 0, stream>>>(w, groups, in_cols, qmax, scale,
-                                                                             codes_t);
+                                                                             fp8, codes_t);
 }
 
 template <typename T>
-void dispatch_weight(const T* w, int64_t out_rows, int64_t in_cols, int block, int qmax, bool sawb4, int8_t* codes_t,
+void dispatch_weight(const T* w, int64_t out_rows, int64_t in_cols, int block, int qmax, bool sawb4, bool fp8,
+                     int8_t* codes_t,
                      float* scale, double* partials, cudaStream_t stream) {
   switch (block) {
-    case 1: return launch_weight<T, 1>(w, out_rows, in_cols, qmax, sawb4, codes_t, scale, partials, stream);
-    case 2: return launch_weight<T, 2>(w, out_rows, in_cols, qmax, sawb4, codes_t, scale, partials, stream);
-    case 4: return launch_weight<T, 4>(w, out_rows, in_cols, qmax, sawb4, codes_t, scale, partials, stream);
-    case 8: return launch_weight<T, 8>(w, out_rows, in_cols, qmax, sawb4, codes_t, scale, partials, stream);
-    default: return launch_weight<T, 16>(w, out_rows, in_cols, qmax, sawb4, codes_t, scale, partials, stream);
+    case 1: return launch_weight<T, 1>(w, out_rows, in_cols, qmax, sawb4, fp8, codes_t, scale, partials, stream);
+    case 2: return launch_weight<T, 2>(w, out_rows, in_cols, qmax, sawb4, fp8, codes_t, scale, partials, stream);
+    case 4: return launch_weight<T, 4>(w, out_rows, in_cols, qmax, sawb4, fp8, codes_t, scale, partials, stream);
+    case 8: return launch_weight<T, 8>(w, out_rows, in_cols, qmax, sawb4, fp8, codes_t, scale, partials, stream);
+    default: return launch_weight<T, 16>(w, out_rows, in_cols, qmax, sawb4, fp8, codes_t, scale, partials, stream);
   }
 }
 
 // --- g_w path: HLA projection + quantise along tokens ---------------------------------------------
 
 constexpr int kHla = 16;
+constexpr int kHlaThreads = 128;
+constexpr int kTileBlocks = 8;   // sample-blocks (8 x 16 tokens) per CTA tile
+constexpr int kTileGroups = 16;  // channel groups of Vec channels per CTA tile
 
 struct HlaRows {
   int row[kHla];
+  unsigned mask;  // bit m set when basis row m is kept
 };
 
 struct HlaShape {
   int64_t channels, tokens, blocks;  // blocks per sample
-  int64_t proj_rows;                 // samples * blocks * rank
+  int64_t sblocks;                   // samples * blocks
+  int64_t proj_rows;                 // sblocks * rank
   int rank;
+  int64_t tiles_c;  // channel tiles per row of tiles
 };
 
-// The 16 transformed positions of (sample, block) for one channel, zero beyond the sample's end.
-template <typename T>
-__device__ __forceinline__ void hla_block(const T* __restrict__ t, const HlaShape& sh, int64_t sb, int64_t c,
-                                          float (&v)[kHla]) {
-  const int64_t sample = sb / sh.blocks, first = (sb % sh.blocks) * kHla;
-  const T* base = t + (sample * sh.tokens) * sh.channels + c;
+// The 16 transformed positions of sample-block sb for channels c..c+Vec, zero beyond the sample's end:
+// 16 row loads of Vec contiguous elements (coalesced along the channel axis across the tile's threads).
+template <typename T, int Vec>
+__device__ __forceinline__ void hla_load(const T* __restrict__ t, const HlaShape& sh, int64_t sb, int64_t c,
+                                         float (&v)[Vec][kHla]) {
+  const int64_t sample = sb / sh.blocks;
+  const int64_t first = (sb - sample * sh.blocks) * kHla;
+  const T* base = t + (sample * sh.tokens + first) * sh.channels + c;
 #pragma unroll
-  for (int k = 0; k < kHla; ++k) v[k] = first + k < sh.tokens ? to_float(base[(first + k) * sh.channels]) : 0.0f;
-  butterfly<kHla>(v);
+  for (int k = 0; k < kHla; ++k) {
+    // Rows past the sample's end read row 0 of the block (always valid) and count as zero: no branches,
+    // so v stays in registers.
+    const bool inside = first + k < sh.tokens;
+    float e[Vec];
+    load_contiguous<T, Vec>(base + (inside ? k : 0) * sh.channels, e);
+#pragma unroll
+    for (int i = 0; i < Vec; ++i) v[i][k] = inside ? e[i] : 0.0f;
+  }
+#pragma unroll
+  for (int i = 0; i < Vec; ++i) butterfly<kHla>(v[i]);
 }
 
-// v[idx] without a run-time register index (which would spill v to local memory).
-__device__ __forceinline__ float select16(const float (&v)[kHla], int idx) {
-  float out = 0.0f;
-#pragma unroll
-  for (int m = 0; m < kHla; ++m) out = m == idx ? v[m] : out;
-  return out;
+// This thread's load unit of the tile: sample-block and first channel (negative when outside the tensor).
+__device__ __forceinline__ void hla_unit(const HlaShape& sh, int vec, int64_t& sb, int64_t& c) {
+  const int64_t tile_c = blockIdx.x % sh.tiles_c, tile_b = blockIdx.x / sh.tiles_c;
+  sb = tile_b * kTileBlocks + threadIdx.x / kTileGroups;
+  c = (tile_c * kTileGroups + threadIdx.x % kTileGroups) * vec;
+  if (sb >= sh.sblocks || c >= sh.channels) sb = -1;
 }
 
-template <typename T>
-__global__ void hla_amax(const T* __restrict__ t, HlaShape sh, HlaRows rows, bool per_channel, uint32_t* amax_bits) {
-  const int64_t work = (sh.proj_rows / sh.rank) * sh.channels;
-  float amax = 0.0f;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < work;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t sb = i / sh.channels, c = i % sh.channels;
-    float v[kHla];
-    hla_block(t, sh, sb, c, v);
-    float m = 0.0f;
-    for (int j = 0; j < sh.rank; ++j) m = fmaxf(m, fabsf(select16(v, rows.row[j])));
-    if (per_channel) {
-      if (m > 0.0f) atomicMax(amax_bits + c, __float_as_uint(m));
-    } else {
-      amax = fmaxf(amax, m);
+template <typename T, int Vec>
+__global__ void __launch_bounds__(kHlaThreads)
+    hla_amax(const T* __restrict__ t, HlaShape sh, unsigned mask, bool per_channel, uint32_t* amax_bits) {
+  int64_t sb, c;
+  hla_unit(sh, Vec, sb, c);
+  float m[Vec] = {};
+  if (sb >= 0) {
+    float v[Vec][kHla];
+    hla_load<T, Vec>(t, sh, sb, c, v);
+#pragma unroll
+    for (int i = 0; i < Vec; ++i) {
+#pragma unroll
+      for (int k = 0; k < kHla; ++k) {
+        if (mask >> k & 1u) m[i] = fmaxf(m[i], fabsf(v[i][k]));
+      }
     }
   }
-  if (!per_channel) {
-    amax = block_max(amax);
-    if (threadIdx.x == 0) atomicMax(amax_bits, __float_as_uint(amax));
+  if (per_channel) {
+    // lanes l and l + 16 hold the same channels (kTileGroups = 16): one atomic for both
+#pragma unroll
+    for (int i = 0; i < Vec; ++i) {
+      m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], kTileGroups));
+      if (threadIdx.x % 32 < kTileGroups && m[i] > 0.0f) atomicMax(amax_bits + c + i, __float_as_uint(m[i]));
+    }
+  } else {
+    float a = 0.0f;
+#pragma unroll
+    for (int i = 0; i < Vec; ++i) a = fmaxf(a, m[i]);
+    a = block_max(a);
+    if (threadIdx.x == 0) atomicMax(amax_bits, __float_as_uint(a));  // non-negative floats order as uints
   }
 }
 
-template <typename T>
-__global__ void hla_quantize_kernel(const T* __restrict__ t, HlaShape sh, HlaRows rows, int qmax, bool per_channel,
-                                    bool stochastic, uint32_t key, const uint32_t* __restrict__ amax_bits,
-                                    int8_t* __restrict__ codes_t, float* __restrict__ scale) {
-  const int64_t work = (sh.proj_rows / sh.rank) * sh.channels;
-  float s_tensor = per_channel ? 0.0f : absmax_to_scale(__uint_as_float(*amax_bits), qmax);
+// rank codes packed little-endian in w, stored with one vector store where rank allows.
+__device__ __forceinline__ void store_packed(int8_t* out, const uint32_t (&w)[4], int rank) {
+  switch (rank) {
+    case 16: *reinterpret_cast<uint4*>(out) = make_uint4(w[0], w[1], w[2], w[3]); return;
+    case 8: *reinterpret_cast<uint2*>(out) = make_uint2(w[0], w[1]); return;
+    case 4: *reinterpret_cast<uint32_t*>(out) = w[0]; return;
+    default:
+#pragma unroll
+      for (int j = 0; j < kHla; ++j) {
+        if (j < rank) out[j] = static_cast<int8_t>(w[j / 4] >> (8 * (j % 4)));
+      }
+  }
+}
+
+// Phase 1: each thread loads and transforms one (sample-block, Vec channels) unit and parks the kept
+// rows in shared memory. Phase 2: each thread quantises the rank kept rows of one (channel,
+// sample-block) pair, sample-blocks fastest across lanes, so a warp stores 4 channels x 8 x rank
+// contiguous bytes of the transposed (C x R) codes.
+template <typename T, int Vec>
+__global__ void __launch_bounds__(kHlaThreads)
+    hla_quantize_kernel(const T* __restrict__ t, HlaShape sh, HlaRows rows, int qmax, bool per_channel,
+                        bool stochastic, uint32_t key, const uint32_t* __restrict__ amax_bits,
+                        int8_t* __restrict__ codes_t, float* __restrict__ scale) {
+  constexpr int kCols = kTileGroups * Vec;
+  constexpr int kStride = kHla * kCols + 4;  // the +4 puts the 8 sample-blocks of phase 2 in distinct banks
+  __shared__ __align__(16) float tile[kTileBlocks * kStride];
+  {
+    int64_t sb, c;
+    hla_unit(sh, Vec, sb, c);
+    if (sb >= 0) {
+      float v[Vec][kHla];
+      hla_load<T, Vec>(t, sh, sb, c, v);
+      float* dst = tile + (threadIdx.x / kTileGroups) * kStride + (threadIdx.x % kTileGroups) * Vec;
+#pragma unroll
+      for (int k = 0; k < kHla; ++k) {
+        if (rows.mask >> k & 1u) {
+          if constexpr (Vec == 4) {
+            *reinterpret_cast<float4*>(dst + k * kCols) = make_float4(v[0][k], v[1][k], v[2][k], v[3][k]);
+          } else {
+#pragma unroll
+            for (int i = 0; i < Vec; ++i) dst[k * kCols + i] = v[i][k];
+          }
+        }
+      }
+    }
+  }
+  __syncthreads();
+  const float s_tensor = per_channel ? 0.0f : absmax_to_scale(__uint_as_float(*amax_bits), qmax);
   if (!per_channel && blockIdx.x == 0 && threadIdx.x == 0) *scale = s_tensor;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < work;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t sb = i / sh.channels, c = i % sh.channels;
+  const int64_t tile_c = blockIdx.x % sh.tiles_c, tile_b = blockIdx.x / sh.tiles_c;
+  for (int p = threadIdx.x; p < kTileBlocks * kCols; p += kHlaThreads) {
+    const int lb = p % kTileBlocks, lc = p / kTileBlocks;
+    const int64_t sb = tile_b * kTileBlocks + lb, c = tile_c * kCols + lc;
+    if (sb >= sh.sblocks || c >= sh.channels) continue;
     const float s = per_channel ? absmax_to_scale(__uint_as_float(amax_bits[c]), qmax) : s_tensor;
     if (per_channel && sb == 0) scale[c] = s;
-    float v[kHla];
-    hla_block(t, sh, sb, c, v);
-    alignas(8) int8_t q[kHla];
+    const float* src = tile + lb * kStride + lc;
+    // u is drawn at the element's row-major index in the projected (proj_rows x C) tensor.
+    const uint64_t index = static_cast<uint64_t>(sb * sh.rank * sh.channels + c);
+    uint32_t w[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
     for (int j = 0; j < kHla; ++j) {
       if (j < sh.rank) {
-        const float x = select16(v, rows.row[j]);
-        // u is drawn at the element's row-major index in the projected (proj_rows x C) tensor.
-        const uint64_t index = static_cast<uint64_t>((sb * sh.rank + j) * sh.channels + c);
-        q[j] = stochastic ? stochastic_code(x, s, hash_uniform(index, key), qmax) : nearest_code(x, s, qmax);
+        const float x = src[rows.row[j] * kCols];
+        const int8_t q = stochastic ? stochastic_code(x, s, hash_uniform(index + j * sh.channels, key), qmax)
+                                    : nearest_code(x, s, qmax);
+        w[j / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(q)) << (8 * (j % 4));
       }
     }
-    int8_t* out = codes_t + c * sh.proj_rows + sb * sh.rank;
-    if (sh.rank == 8 && sh.proj_rows % 8 == 0) {
-      *reinterpret_cast<uint2*>(out) = *reinterpret_cast<const uint2*>(q);  // one 8-byte store, not 8 byte stores
-    } else {
-      for (int j = 0; j < sh.rank; ++j) out[j] = q[j];
-    }
+    store_packed(codes_t + c * sh.proj_rows + sb * sh.rank, w, sh.rank);
   }
+}
+
+template <typename T, int Vec>
+void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool per_channel, bool stochastic,
+                    uint32_t key, int8_t* codes_t, float* scale, uint32_t* amax_bits, cudaStream_t stream) {
+  constexpr int kCols = kTileGroups * Vec;
+  sh.tiles_c = (sh.channels + kCols - 1) / kCols;
+  const int64_t tiles = sh.tiles_c * ((sh.sblocks + kTileBlocks - 1) / kTileBlocks);
+  hla_amax<T, Vec><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(t, sh, rows.mask, per_channel,
+                                                                            amax_bits);
+  hla_quantize_kernel<T, Vec><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(
+      t, sh, rows, qmax, per_channel, stochastic, key, amax_bits, codes_t, scale);
 }
 
 template <typename T>
 void launch_hla(const T* t, const HlaShape& sh, const HlaRows& rows, int qmax, bool per_channel, bool stochastic,
                 uint32_t key, int8_t* codes_t, float* scale, uint32_t* amax_bits, cudaStream_t stream) {
-  const int64_t work = (sh.proj_rows / sh.rank) * sh.channels;
-  hla_amax<T><<<grid_for(work), kThreads, 0, stream>>>(t, sh, rows, per_channel, amax_bits);
-  hla_quantize_kernel<T><<<grid_for(work), kThreads, 0, stream>>>(t, sh, rows, qmax, per_channel, stochastic, key,
-                                                                   amax_bits, codes_t, scale);
+  // Vector loads need every row start aligned to 4 elements.
+  if (sh.channels % 4 == 0) {
+    launch_hla_vec<T, 4>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, stream);
+  } else {
+    launch_hla_vec<T, 1>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, stream);
+  }
 }
 
 // --- dequantisation and format conversions ---------------------------------------------------------
 
 template <typename Acc>
+__device__ __forceinline__ float dequantize_one(Acc acc, float row, const float* col, bool col_vec, int64_t c,
+                                                float divisor) {
+  return __fmul_rn(__fmul_rn(static_cast<float>(acc), row), __fdiv_rn(col[col_vec ? c : 0], divisor));
+}
+
+// Rows over gridDim.y, 4 columns a thread (one 16-byte load and store when vec: n % 4 == 0 and acc
+// aligned): no per-element
+// 64-bit division, full-width memory transactions.
+template <typename Acc>
 __global__ void dequantize_kernel(const Acc* __restrict__ acc, int64_t m, int64_t n, const float* __restrict__ row,
                                   bool row_vec, const float* __restrict__ col, bool col_vec, float divisor,
-                                  float* __restrict__ out) {
-  const int64_t total = m * n;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+                                  bool vec, float* __restrict__ out) {
+  for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
+    const float rs = row[row_vec ? r : 0];
+    const Acc* a = acc + r * n;
+    float* o = out + r * n;
+    for (int64_t c = 4 * (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x); c < n;
+         c += 4 * static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      if (vec) {
+        using V = typename VecOf<4 * sizeof(Acc)>::type;
+        const V raw = *reinterpret_cast<const V*>(a + c);
+        const Acc* e = reinterpret_cast<const Acc*>(&raw);
+        *reinterpret_cast<float4*>(o + c) =
+            make_float4(dequantize_one(e[0], rs, col, col_vec, c, divisor),
+                        dequantize_one(e[1], rs, col, col_vec, c + 1, divisor),
+                        dequantize_one(e[2], rs, col, col_vec, c + 2, divisor),
+                        dequantize_one(e[3], rs, col, col_vec, c + 3, divisor));
+      } else {
+        for (int64_t k = c; k < c + 4 && k < n; ++k) o[k] = dequantize_one(a[k], rs, col, col_vec, k, divisor);
+      }
+    }
+  }
+}
+
+// 16 codes a thread, one 16-byte load and store, when nothing is padded and the rows are 16-byte aligned.
+__global__ void codes_to_e4m3_vec_kernel(const uint4* __restrict__ in, int64_t chunks, uint4* __restrict__ out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < chunks;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / n, c = i % n;
-    const float a = __fmul_rn(static_cast<float>(acc[i]), row[row_vec ? r : 0]);
-    out[i] = __fmul_rn(a, __fdiv_rn(col[col_vec ? c : 0], divisor));
+    const uint4 raw = in[i];
+    const int8_t* q = reinterpret_cast<const int8_t*>(&raw);
+    uint4 f;
+    uint8_t* b = reinterpret_cast<uint8_t*>(&f);
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      b[k] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(static_cast<float>(q[k]), __NV_SATFINITE, __NV_E4M3));
+    }
+    out[i] = f;
   }
 }
 
@@ -475,34 +623,34 @@ __global__ void pack_int4_kernel(const int8_t* __restrict__ in, int64_t rows, in
 }  // namespace
 
 void hq_quantize_grad_output(const void* g_y, InType type, int64_t rows, int64_t cols, int block, int qmax,
-                             bool per_token, uint32_t key, int8_t* codes, float* scale, uint32_t* amax_bits,
+                             bool per_token, uint32_t key, bool fp8, int8_t* codes, float* scale, uint32_t* amax_bits,
                              cudaStream_t stream) {
   switch (type) {
     case InType::F32:
-      return dispatch_hq_block(static_cast<const float*>(g_y), rows, cols, block, qmax, per_token, key, codes, scale,
-                               amax_bits, stream);
+      return dispatch_hq_block(static_cast<const float*>(g_y), rows, cols, block, qmax, per_token, key, fp8,
+                               codes, scale, amax_bits, stream);
     case InType::F16:
-      return dispatch_hq_block(static_cast<const __half*>(g_y), rows, cols, block, qmax, per_token, key, codes, scale,
-                               amax_bits, stream);
+      return dispatch_hq_block(static_cast<const __half*>(g_y), rows, cols, block, qmax, per_token, key, fp8,
+                               codes, scale, amax_bits, stream);
     case InType::BF16:
-      return dispatch_hq_block(static_cast<const __nv_bfloat16*>(g_y), rows, cols, block, qmax, per_token, key, codes,
-                               scale, amax_bits, stream);
+      return dispatch_hq_block(static_cast<const __nv_bfloat16*>(g_y), rows, cols, block, qmax, per_token, key, fp8,
+                               codes, scale, amax_bits, stream);
   }
 }
 
 int sawb_partials_size() { return 3 * kSawbBlocks; }
 
 void hq_quantize_weight(const void* w, InType type, int64_t out_rows, int64_t in_cols, int block, int qmax,
-                        bool sawb4, int8_t* codes_t, float* scale, double* partials, cudaStream_t stream) {
+                        bool sawb4, bool fp8, int8_t* codes_t, float* scale, double* partials, cudaStream_t stream) {
   switch (type) {
     case InType::F32:
-      return dispatch_weight(static_cast<const float*>(w), out_rows, in_cols, block, qmax, sawb4, codes_t, scale,
+      return dispatch_weight(static_cast<const float*>(w), out_rows, in_cols, block, qmax, sawb4, fp8, codes_t, scale,
                              partials, stream);
     case InType::F16:
-      return dispatch_weight(static_cast<const __half*>(w), out_rows, in_cols, block, qmax, sawb4, codes_t, scale,
+      return dispatch_weight(static_cast<const __half*>(w), out_rows, in_cols, block, qmax, sawb4, fp8, codes_t, scale,
                              partials, stream);
     case InType::BF16:
-      return dispatch_weight(static_cast<const __nv_bfloat16*>(w), out_rows, in_cols, block, qmax, sawb4, codes_t,
+      return dispatch_weight(static_cast<const __nv_bfloat16*>(w), out_rows, in_cols, block, qmax, sawb4, fp8, codes_t,
                              scale, partials, stream);
   }
 }
@@ -511,9 +659,12 @@ void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, 
                   int rank, int qmax, bool per_channel, bool stochastic, uint32_t key, int8_t* codes_t, float* scale,
                   uint32_t* amax_bits, cudaStream_t stream) {
   HlaRows kept{};
-  for (int j = 0; j < rank; ++j) kept.row[j] = rows[j];
-  const int64_t blocks = (tokens + kHla - 1) / kHla;
-  const HlaShape sh{channels, tokens, blocks, (length / tokens) * blocks * rank, rank};
+  for (int j = 0; j < rank; ++j) {
+    kept.row[j] = rows[j];
+    kept.mask |= 1u << rows[j];
+  }
+  const int64_t blocks = (tokens + kHla - 1) / kHla, sblocks = (length / tokens) * blocks;
+  const HlaShape sh{channels, tokens, blocks, sblocks, sblocks * rank, rank, 0};
   switch (type) {
     case InType::F32:
       return launch_hla(static_cast<const float*>(t), sh, kept, qmax, per_channel, stochastic, key, codes_t, scale,
@@ -529,19 +680,27 @@ void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, 
 
 void dequantize_i32(const int32_t* acc, int64_t m, int64_t n, const float* row, bool row_vec, const float* col,
                     bool col_vec, float divisor, float* out, cudaStream_t stream) {
-  dequantize_kernel<int32_t><<<grid_for(m * n), kThreads, 0, stream>>>(acc, m, n, row, row_vec, col, col_vec, divisor,
-                                                                        out);
+  const bool vec = n % 4 == 0 && aligned16(acc);
+  dequantize_kernel<int32_t><<<dequantize_grid(m, n), kThreads, 0, stream>>>(acc, m, n, row, row_vec, col, col_vec,
+                                                                             divisor, vec, out);
 }
 
 void dequantize_f32(const float* acc, int64_t m, int64_t n, const float* row, bool row_vec, const float* col,
                     bool col_vec, float divisor, float* out, cudaStream_t stream) {
-  dequantize_kernel<float><<<grid_for(m * n), kThreads, 0, stream>>>(acc, m, n, row, row_vec, col, col_vec, divisor,
-                                                                      out);
+  const bool vec = n % 4 == 0 && aligned16(acc);
+  dequantize_kernel<float><<<dequantize_grid(m, n), kThreads, 0, stream>>>(acc, m, n, row, row_vec, col, col_vec,
+                                                                           divisor, vec, out);
 }
 
 void codes_to_e4m3(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pad, uint8_t* out,
                    cudaStream_t stream) {
-  codes_to_e4m3_kernel<<<grid_for(rows * cols_pad), kThreads, 0, stream>>>(in, rows, cols, cols_pad, out);
+  if (cols == cols_pad && cols % 16 == 0 && aligned16(in) && aligned16(out)) {
+    const int64_t chunks = rows * cols / 16;
+    codes_to_e4m3_vec_kernel<<<grid_for(chunks), kThreads, 0, stream>>>(reinterpret_cast<const uint4*>(in), chunks,
+                                                                        reinterpret_cast<uint4*>(out));
+  } else {
+    codes_to_e4m3_kernel<<<grid_for(rows * cols_pad), kThreads, 0, stream>>>(in, rows, cols, cols_pad, out);
+  }
 }
 
 void pack_int4(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pad, uint8_t* out, cudaStream_t stream) {

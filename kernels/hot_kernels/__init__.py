@@ -10,12 +10,16 @@ quantisation along tokens, and integer GEMMs chosen by architecture (``gemm="aut
   INT4 ``mma.sync`` it returned wrong products (the GPU tests mark that as an expected failure);
 - ``cublas`` (sm_90 and newer, no INT4 tensor cores): INT4 codes on FP8 e4m3 tensor cores via
   ``torch._scaled_mm`` (exact: -8..7 are e4m3 values, products are exact, fp32 accumulation of
-  integers below 2^24 is exact) and INT8 via ``torch._int_mm`` (cuBLASLt);
+  integers below 2^24 is exact) and INT8 via ``torch._int_mm`` (cuBLASLt). The g_x quantisers then
+  write their codes as ``float8_e4m3fn`` (same values) where O and I are multiples of 16, so the GEMM
+  reads them with no conversion pass;
 - ``reference``: an exact float64 GEMM of the codes (any GPU; odd shapes on the other paths).
 
 Dequantisation is one light pass, ``(acc · row_scale) · (col_scale / block)`` in the reference's float32
-operation order. Codes come back as int8 tensors holding the reference's integer values; the weight and
-HLA codes are transposed views of the layouts the GEMMs read (K contiguous), so no copy is needed.
+operation order, except on the FP8 path, where row-wise ``_scaled_mm`` scales apply it in the GEMM's
+epilogue (equal up to fp32 rounding of the scale products). Codes come back as int8 (or e4m3, above)
+tensors holding the reference's integer values; the weight and HLA codes are transposed views of the
+layouts the GEMMs read (K contiguous), so no copy is needed.
 Options the kernels do not cover (the authors' HLA blocking, per-token HLA or per-channel g_x scales)
 run the reference ops on the CPU (torch's CUDA division by a scalar multiplies by the
 reciprocal, so only the CPU ops give the reference's bits) and move the result back.
@@ -32,6 +36,7 @@ __all__ = ["GEMMS", "KernelBackend"]
 GEMMS = ("auto", "cutlass", "cutlass-int4", "cublas", "reference")
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 _MASK32 = 0xFFFFFFFF
+_E4M3 = torch.float8_e4m3fn
 
 
 def _float_input(t: object, name: str, dims: int = 2) -> torch.Tensor:
@@ -52,13 +57,13 @@ def _aligned(t: torch.Tensor) -> torch.Tensor:
     return t if t.data_ptr() % 16 == 0 else t.clone()
 
 
-def _codes(t: object, name: str) -> torch.Tensor:
+def _codes(t: object, name: str, fp8: bool = False) -> torch.Tensor:
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if not t.is_cuda:
         raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
-    if t.dtype != torch.int8:
-        raise ValueError(f"{name} must be int8 codes, got {t.dtype}")
+    if t.dtype != torch.int8 and not (fp8 and t.dtype == _E4M3):
+        raise ValueError(f"{name} must be int8 codes{' (or float8_e4m3fn)' if fp8 else ''}, got {t.dtype}")
     if t.dim() != 2:
         raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
     return t
@@ -96,6 +101,17 @@ def _round_up(n: int, m: int) -> int:
     return (n + m - 1) // m * m
 
 
+def _int8(codes: torch.Tensor) -> torch.Tensor:
+    return codes if codes.dtype == torch.int8 else codes.to(torch.int8)
+
+
+def _e4m3(codes: torch.Tensor, k_pad: int) -> torch.Tensor:
+    """The FP8 GEMM's operand, K zero-padded to k_pad: as is when the quantiser already wrote it."""
+    if codes.dtype == _E4M3 and codes.shape[1] == k_pad:
+        return codes
+    return _C.codes_to_e4m3(_int8(codes), k_pad)
+
+
 def _reference_acc(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a @ b of int8 codes, exact (float64 holds every int32 sum), as int32."""
     return (a.double() @ b.double()).to(torch.int32)
@@ -120,6 +136,10 @@ class KernelBackend:
             return "cutlass"
         return "cublas" if major >= 9 else "reference"
 
+    def _fp8_codes(self, device: torch.device, *dims: int) -> bool:
+        """Whether the quantisers write e4m3 codes: the FP8 GEMM reads them as they are (K, N % 16 == 0)."""
+        return self.gemm_for(device) == "cublas" and all(d % 16 == 0 for d in dims)
+
     # --- g_x path -------------------------------------------------------------------------------
 
     def hq_quantize_grad_output(
@@ -135,19 +155,21 @@ class KernelBackend:
             return codes.to(g.device, torch.int8), scale.to(g.device)
         if granularity not in ("per_token", "per_tensor"):
             raise ValueError(f"granularity must be 'per_token' or 'per_tensor', got {granularity!r}")
-        codes, scale = _C.hq_quantize_grad_output(g, block, bits, granularity == "per_token", key)
+        fp8 = self._fp8_codes(g.device, g.shape[1])
+        codes, scale = _C.hq_quantize_grad_output(g, block, bits, granularity == "per_token", key, fp8)
         return codes, scale
 
     def hq_quantize_weight(self, weight: torch.Tensor, block: int, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
         w = _float_input(weight, "weight")
         _check_block(block, w.shape[0], "O (rows of the weight)")
-        codes_t, scale = _C.hq_quantize_weight(w, block, _check_bits(bits))
+        fp8 = self._fp8_codes(w.device, *w.shape)
+        codes_t, scale = _C.hq_quantize_weight(w, block, _check_bits(bits), fp8)
         return codes_t.t(), scale
 
     def hq_matmul(
         self, a_codes: torch.Tensor, a_scale: torch.Tensor, b_codes: torch.Tensor, b_scale: torch.Tensor, block: int
     ) -> torch.Tensor:
-        a, b = _codes(a_codes, "a_codes"), _codes(b_codes, "b_codes")
+        a, b = _codes(a_codes, "a_codes", fp8=True), _codes(b_codes, "b_codes", fp8=True)
         (m, k), (k2, n) = a.shape, b.shape
         if k != k2:
             raise ValueError(f"a_codes {tuple(a.shape)} and b_codes {tuple(b.shape)} do not agree in O")
@@ -161,20 +183,23 @@ class KernelBackend:
         gemm = self.gemm_for(a.device)
         if gemm == "cublas" and n % 16 == 0 and m > 0:
             kp = _round_up(k, 16)
-            one = torch.ones((), device=a.device)
-            acc = torch._scaled_mm(
-                _C.codes_to_e4m3(a, kp),
-                _C.codes_to_e4m3(b_t, kp).t(),
-                scale_a=one,
-                scale_b=one,
+            # Row-wise scales fold the dequantisation into the GEMM's epilogue (no pass over the fp32
+            # output): the reference's (acc · row) · (col / block) up to fp32 rounding of the scale
+            # products (measured at most 1.9e-7 relative).
+            col_block = col / torch.full((), float(block), device=col.device)
+            return torch._scaled_mm(
+                _e4m3(a, kp),
+                _e4m3(b_t, kp).t(),
+                scale_a=row.expand(m).reshape(m, 1).contiguous(),
+                scale_b=col_block.expand(n).reshape(1, n).contiguous(),
                 out_dtype=torch.float32,
                 use_fast_accum=False,
             )
-        elif gemm == "cutlass-int4" and n % 4 == 0 and m > 0:
+        if gemm == "cutlass-int4" and n % 4 == 0 and m > 0:
             kp = _round_up(k, 32)
-            acc = _C.cutlass_gemm_s4(_C.pack_int4(a, kp), _C.pack_int4(b_t, kp))
+            acc = _C.cutlass_gemm_s4(_C.pack_int4(_int8(a), kp), _C.pack_int4(_int8(b_t), kp))
         elif gemm == "cutlass" and n % 4 == 0 and m > 0:
-            acc = _C.cutlass_gemm_s8(*self._pad_k(a, b_t, 16))
+            acc = _C.cutlass_gemm_s8(*self._pad_k(_int8(a), _int8(b_t), 16))
         else:
             acc = _reference_acc(a, b_t.t())
         return _C.dequantize(acc, row, col, float(block))

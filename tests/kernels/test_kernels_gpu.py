@@ -28,7 +28,8 @@ def _randn(*shape: int, seed: int, dtype: torch.dtype = torch.float32) -> torch.
 
 
 def _assert_codes(codes: torch.Tensor, ref_codes: torch.Tensor) -> None:
-    assert codes.dtype == torch.int8
+    # e4m3: the g_x codes written for the FP8 GEMM on sm_90 (the same integer values)
+    assert codes.dtype in (torch.int8, torch.float8_e4m3fn)
     assert codes.shape == ref_codes.shape
     mismatch = (codes.cpu().float() != ref_codes).sum().item()
     assert mismatch == 0, f"{mismatch} of {codes.numel()} codes differ from the CPU reference"
@@ -37,6 +38,15 @@ def _assert_codes(codes: torch.Tensor, ref_codes: torch.Tensor) -> None:
 def _assert_bits(scale: torch.Tensor, ref_scale: torch.Tensor) -> None:
     assert scale.dtype == torch.float32 and scale.shape == ref_scale.shape
     assert torch.equal(scale.cpu(), ref_scale), "scales differ from the CPU reference"
+
+
+def _assert_dequantized(backend, out: torch.Tensor, ref: torch.Tensor) -> None:
+    """Bitwise, except where the FP8 GEMM folds the scales into its epilogue (sm_90, I % 16 == 0): there
+    the scale products round differently, by a few fp32 ulp at most."""
+    if backend.gemm_for(CUDA) == "cublas" and out.shape[1] % 16 == 0:
+        torch.testing.assert_close(out.cpu(), ref, rtol=4e-7, atol=0)
+    else:
+        assert torch.equal(out.cpu(), ref)
 
 
 def _capability() -> tuple[int, int]:
@@ -201,7 +211,7 @@ def test_dequantisation_matches_reference_order(kernel_backend) -> None:
     b_scale = torch.tensor(0.0123)
     ref = REF.hq_matmul(a.float(), a_scale, b.float(), b_scale, 16)
     out = kernel_backend.hq_matmul(a.to(CUDA), a_scale.to(CUDA), b.to(CUDA), b_scale.to(CUDA), 16)
-    assert torch.equal(out.cpu(), ref)  # the product is exact in float32 here, so every op matches
+    _assert_dequantized(kernel_backend, out, ref)  # the product is exact in float32 here
 
 
 # --- layers: real quant against fake quant ------------------------------------------------------
@@ -265,7 +275,7 @@ def test_hq_random_shapes(kernel_backend, rows: int, cols: int, per_token: bool,
     _assert_codes(b_codes, rb_codes)
     out = kernel_backend.hq_matmul(codes, scale, b_codes, b_scale, block)
     ref = REF.hq_matmul(ref_codes, ref_scale, rb_codes, b_scale.cpu(), block)
-    assert torch.equal(out.cpu(), ref)
+    _assert_dequantized(kernel_backend, out, ref)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -337,6 +347,42 @@ def test_bad_inputs_raise_clear_errors(kernel_backend) -> None:
         be.hla_matmul(codes, one, codes[:8], one, 16)
     # the low-level ops check layout themselves (RuntimeError from TORCH_CHECK)
     with pytest.raises(RuntimeError, match="contiguous"):
-        hot_kernels._C.hq_quantize_grad_output(g.t(), 16, 4, True, 1)
+        hot_kernels._C.hq_quantize_grad_output(g.t(), 16, 4, True, 1, False)
     with pytest.raises(RuntimeError, match="aligned"):
-        hot_kernels._C.hq_quantize_grad_output(g.reshape(-1)[1:65].reshape(1, 64), 16, 4, True, 1)
+        hot_kernels._C.hq_quantize_grad_output(g.reshape(-1)[1:65].reshape(1, 64), 16, 4, True, 1, False)
+
+
+def test_gx_codes_are_fp8_operands_on_sm90(kernel_backend) -> None:
+    """With the FP8 GEMM the quantisers write e4m3 codes, so hq_matmul needs no conversion pass."""
+    if kernel_backend.gemm_for(CUDA) != "cublas":
+        pytest.skip("the FP8 g_x GEMM is the sm_90 path")
+    codes, _ = kernel_backend.hq_quantize_grad_output(torch.randn(32, 64, device=CUDA), 16, 4, "per_token", 1)
+    w_codes, _ = kernel_backend.hq_quantize_weight(torch.randn(64, 48, device=CUDA), 16, 4)
+    assert codes.dtype == torch.float8_e4m3fn and w_codes.dtype == torch.float8_e4m3fn
+    odd, _ = kernel_backend.hq_quantize_grad_output(torch.randn(32, 24, device=CUDA), 8, 4, "per_token", 1)
+    assert odd.dtype == torch.int8  # K not a multiple of 16: the GEMM pads, so int8 codes
+
+
+def test_low_level_ops_raise(kernel_backend) -> None:
+    """TORCH_CHECK failures in every adapter raise RuntimeError naming the problem (no crash)."""
+    from hot_kernels import _C
+
+    acc = torch.zeros(4, 8, dtype=torch.int32, device=CUDA)
+    one = torch.ones(1, device=CUDA)
+    with pytest.raises(RuntimeError, match="row scale has 3 elements"):
+        _C.dequantize(acc, torch.ones(3, device=CUDA), one, 16.0)
+    with pytest.raises(RuntimeError, match="acc must be a CUDA tensor"):
+        _C.dequantize(acc.cpu(), one, one, 16.0)
+    with pytest.raises(RuntimeError, match="acc must be Float"):
+        _C.dequantize(acc.double(), one, one, 16.0)
+    a, b = _int_codes((64, 8), 7, 1).to(CUDA), _int_codes((96, 8), 7, 2).to(CUDA)
+    with pytest.raises(RuntimeError, match="multiple of 16"):
+        _C.cutlass_gemm_s8(a, b)
+    with pytest.raises(RuntimeError, match="a must be Char"):
+        _C.cutlass_gemm_s8(a.float(), b)
+    with pytest.raises(RuntimeError, match="multiple of 32"):
+        _C.cutlass_gemm_s4(a.view(torch.uint8), b.view(torch.uint8))
+    with pytest.raises(RuntimeError, match="cols_pad"):
+        _C.codes_to_e4m3(a, 4)
+    with pytest.raises(RuntimeError, match="aligned"):
+        _C.hla_quantize(torch.randn(257, device=CUDA)[1:].reshape(64, 4), 16, [0], 8, False, False, 0)

@@ -4,15 +4,15 @@
 fused block-Hadamard + INT4 quantisation of g_y, Hadamard + SAWB INT4 of W, HLA projection + INT8
 quantisation along tokens, and integer GEMMs chosen by architecture (``gemm="auto"``):
 
-- ``cutlass`` (sm_80/86/89): CUTLASS INT8 tensor-op GEMMs, int32 accumulate, for both paths (INT4
-  codes are exact in int8); ``cutlass-int4`` uses the packed INT4 CUTLASS GEMM on the g_x path instead.
-  It is not the default: no sm_8x GPU was available to validate it, and under sm_90's emulation of
-  INT4 ``mma.sync`` it returned wrong products (the GPU tests mark that as an expected failure);
+- ``cutlass-int4`` (sm_80/86/89, the default there): the g_x GEMM is a CUTLASS INT4 tensor-op GEMM,
+  operands packed two per byte along K (element 2k in the low nibble of byte k), int32 accumulate; the
+  g_w GEMM is a CUTLASS INT8 one. ``cutlass`` uses the INT8 GEMM for both paths. Both are sm80 kernels;
+  their exactness was verified on an H100 (which runs sm80 ``mma.sync``, INT4 emulated), not on sm_8x;
 - ``cublas`` (sm_90 and newer, no INT4 tensor cores): INT4 codes on FP8 e4m3 tensor cores via
   ``torch._scaled_mm`` (exact: -8..7 are e4m3 values, products are exact, fp32 accumulation of
   integers below 2^24 is exact) and INT8 via ``torch._int_mm`` (cuBLASLt). The g_x quantisers then
-  write their codes as ``float8_e4m3fn`` (same values) where O and I are multiples of 16, so the GEMM
-  reads them with no conversion pass;
+  write their 4-bit codes as ``float8_e4m3fn`` (same values) where O and I are multiples of 16, so the
+  GEMM reads them with no conversion pass;
 - ``reference``: an exact float64 GEMM of the codes (any GPU; odd shapes on the other paths).
 
 Dequantisation is one light pass, ``(acc · row_scale) · (col_scale / block)`` in the reference's float32
@@ -20,6 +20,8 @@ operation order, except on the FP8 path, where row-wise ``_scaled_mm`` scales ap
 epilogue (equal up to fp32 rounding of the scale products). Codes come back as int8 (or e4m3, above)
 tensors holding the reference's integer values; the weight and HLA codes are transposed views of the
 layouts the GEMMs read (K contiguous), so no copy is needed.
+The 4-bit g_x GEMMs (INT4, FP8) take only codes known to lie in -8..7: those of the 4-bit quantisers,
+or codes passed through :func:`mark_4bit`. Other int8 codes (``gx_bits=8``) use the exact INT8 GEMM.
 Options the kernels do not cover (the authors' HLA blocking, per-token HLA or per-channel g_x scales)
 run the reference ops on the CPU (torch's CUDA division by a scalar multiplies by the
 reciprocal, so only the CPU ops give the reference's bits) and move the result back.
@@ -31,12 +33,24 @@ import torch
 
 from . import _C
 
-__all__ = ["GEMMS", "KernelBackend"]
+__all__ = ["GEMMS", "KernelBackend", "mark_4bit"]
 
 GEMMS = ("auto", "cutlass", "cutlass-int4", "cublas", "reference")
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 _MASK32 = 0xFFFFFFFF
 _E4M3 = torch.float8_e4m3fn
+_4BIT = "_hot_4bit_codes"
+
+
+def mark_4bit(codes: torch.Tensor) -> torch.Tensor:
+    """Declares that ``codes`` (int8) lie in -8..7, so :meth:`KernelBackend.hq_matmul` may feed them to
+    the 4-bit GEMMs (packed INT4 or FP8); returns ``codes``. Unmarked int8 codes take the INT8 GEMM."""
+    setattr(codes, _4BIT, True)
+    return codes
+
+
+def _is_4bit(codes: torch.Tensor) -> bool:
+    return codes.dtype == _E4M3 or getattr(codes, _4BIT, False)
 
 
 def _float_input(t: object, name: str, dims: int = 2) -> torch.Tensor:
@@ -133,12 +147,12 @@ class KernelBackend:
             return self.gemm
         major, _ = torch.cuda.get_device_capability(device)
         if major == 8:
-            return "cutlass"
+            return "cutlass-int4"
         return "cublas" if major >= 9 else "reference"
 
-    def _fp8_codes(self, device: torch.device, *dims: int) -> bool:
-        """Whether the quantisers write e4m3 codes: the FP8 GEMM reads them as they are (K, N % 16 == 0)."""
-        return self.gemm_for(device) == "cublas" and all(d % 16 == 0 for d in dims)
+    def _fp8_codes(self, device: torch.device, bits: int, *dims: int) -> bool:
+        """Whether the quantisers write e4m3 codes: the FP8 GEMM reads 4-bit ones as they are (K, N % 16 == 0)."""
+        return bits == 4 and self.gemm_for(device) == "cublas" and all(d % 16 == 0 for d in dims)
 
     # --- g_x path -------------------------------------------------------------------------------
 
@@ -155,21 +169,23 @@ class KernelBackend:
             return codes.to(g.device, torch.int8), scale.to(g.device)
         if granularity not in ("per_token", "per_tensor"):
             raise ValueError(f"granularity must be 'per_token' or 'per_tensor', got {granularity!r}")
-        fp8 = self._fp8_codes(g.device, g.shape[1])
+        fp8 = self._fp8_codes(g.device, bits, g.shape[1])
         codes, scale = _C.hq_quantize_grad_output(g, block, bits, granularity == "per_token", key, fp8)
-        return codes, scale
+        return mark_4bit(codes) if bits == 4 else codes, scale
 
     def hq_quantize_weight(self, weight: torch.Tensor, block: int, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
         w = _float_input(weight, "weight")
         _check_block(block, w.shape[0], "O (rows of the weight)")
-        fp8 = self._fp8_codes(w.device, *w.shape)
-        codes_t, scale = _C.hq_quantize_weight(w, block, _check_bits(bits), fp8)
-        return codes_t.t(), scale
+        bits = _check_bits(bits)
+        fp8 = self._fp8_codes(w.device, bits, *w.shape)
+        codes_t, scale = _C.hq_quantize_weight(w, block, bits, fp8)
+        return mark_4bit(codes_t.t()) if bits == 4 else codes_t.t(), scale
 
     def hq_matmul(
         self, a_codes: torch.Tensor, a_scale: torch.Tensor, b_codes: torch.Tensor, b_scale: torch.Tensor, block: int
     ) -> torch.Tensor:
         a, b = _codes(a_codes, "a_codes", fp8=True), _codes(b_codes, "b_codes", fp8=True)
+        narrow = _is_4bit(a) and _is_4bit(b)
         (m, k), (k2, n) = a.shape, b.shape
         if k != k2:
             raise ValueError(f"a_codes {tuple(a.shape)} and b_codes {tuple(b.shape)} do not agree in O")
@@ -181,6 +197,8 @@ class KernelBackend:
         a = _aligned(a)
         b_t = _aligned(b.t())  # (I, O): K contiguous; a no-op for hq_quantize_weight's codes
         gemm = self.gemm_for(a.device)
+        if not narrow and gemm in ("cublas", "cutlass-int4"):
+            gemm = "cutlass"  # 8-bit codes: the INT8 sm80 GEMM is exact for any int8 (it also runs on sm_90)
         if gemm == "cublas" and n % 16 == 0 and m > 0:
             kp = _round_up(k, 16)
             # Row-wise scales fold the dequantisation into the GEMM's epilogue (no pass over the fp32
@@ -196,7 +214,7 @@ class KernelBackend:
                 use_fast_accum=False,
             )
         if gemm == "cutlass-int4" and n % 4 == 0 and m > 0:
-            kp = _round_up(k, 32)
+            kp = _round_up(k, 32)  # zero codes pad K to the INT4 GEMM's alignment (32 elements, 16 bytes)
             acc = _C.cutlass_gemm_s4(_C.pack_int4(_int8(a), kp), _C.pack_int4(_int8(b_t), kp))
         elif gemm == "cutlass" and n % 4 == 0 and m > 0:
             acc = _C.cutlass_gemm_s8(*self._pad_k(_int8(a), _int8(b_t), 16))

@@ -133,41 +133,38 @@ def _gemms() -> list[str]:
     if not torch.cuda.is_available():
         return []
     major, minor = torch.cuda.get_device_capability()
-    found: list = ["reference"]
+    found = ["reference"]
     if major >= 8:
-        found.append("cutlass")  # sm80 kernels also run on Hopper
-        found.append(pytest.param("cutlass-int4", marks=_INT4_ON_HOPPER))
+        found += ["cutlass", "cutlass-int4"]  # sm80 kernels also run on Hopper (INT4 mma.sync emulated)
     if (major, minor) >= (8, 9):
         found.append("cublas")
     return found
 
 
-# Seen on an H100 (CUDA 13.0): the CUTLASS sm80 INT4 GEMM returns wrong products under sm_90's
-# emulation of INT4 mma.sync; it is therefore not the default anywhere (see hot_kernels' docstring).
-_INT4_ON_HOPPER = pytest.mark.xfail(
-    torch.cuda.is_available() and torch.cuda.get_device_capability() >= (9, 0),
-    reason="CUTLASS INT4 mma.sync on sm_90 (emulated) gave wrong products",
-    strict=False,
-)
-
-
-def _int_codes(shape: tuple[int, int], limit: int, seed: int) -> torch.Tensor:
+def _int_codes(shape: tuple[int, int], low: int, high: int, seed: int) -> torch.Tensor:
+    """Integer codes uniform in low..high (both included)."""
     gen = torch.Generator().manual_seed(seed)
-    return torch.randint(-limit, limit + 1, shape, generator=gen, dtype=torch.int8)
+    return torch.randint(low, high + 1, shape, generator=gen, dtype=torch.int8)
 
 
 @pytest.mark.parametrize("gemm", _gemms())
 @pytest.mark.parametrize(("m", "k", "n"), [(197, 2304, 768), (3136, 64, 256), (49, 512, 4608), (33, 48, 20), (5, 8, 3)])
-def test_hq_matmul_is_exact_integer_product(kernel_backend, gemm: str, m: int, k: int, n: int) -> None:
-    from hot_kernels import KernelBackend
+@pytest.mark.parametrize("bits", [4, 8])
+def test_hq_matmul_is_exact_integer_product(kernel_backend, gemm: str, m: int, k: int, n: int, bits: int) -> None:
+    """Every 4-bit code (-8..7, marked for the INT4/FP8 GEMMs) and 8-bit codes (unmarked: INT8 GEMM)."""
+    from hot_kernels import KernelBackend, mark_4bit
 
     backend = KernelBackend(gemm=gemm)
-    a, b = _int_codes((m, k), 8, m), _int_codes((k, n), 7, n)
+    low, high = (-8, 7) if bits == 4 else (-127, 127)
+    a, b = _int_codes((m, k), low, high, m), _int_codes((k, n), low, high, n)
     exact = (a.long() @ b.long()).float()
+    a_dev, b_dev = a.to(CUDA), b.to(CUDA)
+    if bits == 4:
+        a_dev, b_dev = mark_4bit(a_dev), mark_4bit(b_dev)
     block = largest_block(k, 16)
     ones = torch.ones(m, 1, device=CUDA)
     # unit scales: the dequantisation (acc · 1) · (block / block) leaves the int32 product unchanged
-    out = backend.hq_matmul(a.to(CUDA), ones, b.to(CUDA), torch.tensor(float(block), device=CUDA), block)
+    out = backend.hq_matmul(a_dev, ones, b_dev, torch.tensor(float(block), device=CUDA), block)
     assert torch.equal(out.cpu(), exact)
 
 
@@ -177,7 +174,7 @@ def test_hla_matmul_is_exact_integer_product(kernel_backend, gemm: str, r: int, 
     from hot_kernels import KernelBackend
 
     backend = KernelBackend(gemm=gemm)
-    g, x = _int_codes((r, o), 127, r), _int_codes((r, i), 127, i)
+    g, x = _int_codes((r, o), -127, 127, r), _int_codes((r, i), -127, 127, i)
     exact = g.long().t() @ x.long()
     one = torch.ones((), device=CUDA)
     out = backend.hla_matmul(g.to(CUDA), one, x.to(CUDA), torch.tensor(16.0, device=CUDA), 16)
@@ -189,24 +186,57 @@ def test_cutlass_kernels_directly(kernel_backend) -> None:
 
     if _capability() < (8, 0):
         pytest.skip("CUTLASS tensor-op GEMMs need sm_80+")
-    a, b = _int_codes((64, 128), 8, 1).to(CUDA), _int_codes((96, 128), 8, 2).to(CUDA)
+    a, b = _int_codes((64, 128), -127, 127, 1).to(CUDA), _int_codes((96, 128), -127, 127, 2).to(CUDA)
     d8 = hot_kernels._C.cutlass_gemm_s8(a, b)
     assert d8.dtype == torch.int32 and torch.equal(d8.cpu().long(), a.cpu().long() @ b.cpu().long().t())
 
 
-@_INT4_ON_HOPPER
-def test_cutlass_int4_kernel_directly(kernel_backend) -> None:
+def _pack_int4_cpu(codes: torch.Tensor, cols_pad: int) -> torch.Tensor:
+    """CUTLASS int4b_t packing: element 2k in the low nibble of byte k, zero codes past the columns."""
+    padded = torch.nn.functional.pad(codes.long(), (0, cols_pad - codes.shape[1])) & 0xF
+    return (padded[:, 0::2] | (padded[:, 1::2] << 4)).to(torch.uint8)
+
+
+@pytest.mark.parametrize(("m", "n", "k", "k_pad"), [(64, 96, 128, 128), (200, 132, 100, 128), (1, 4, 2304, 2304)])
+def test_cutlass_int4_kernel_directly(kernel_backend, m: int, n: int, k: int, k_pad: int) -> None:
+    """Packing (nibble order, K padding) against the CPU, and the INT4 GEMM's int32 products exactly."""
     import hot_kernels
 
     if _capability() < (8, 0):
         pytest.skip("CUTLASS tensor-op GEMMs need sm_80+")
-    a, b = _int_codes((64, 128), 8, 1).to(CUDA), _int_codes((96, 128), 8, 2).to(CUDA)
-    d4 = hot_kernels._C.cutlass_gemm_s4(hot_kernels._C.pack_int4(a, 128), hot_kernels._C.pack_int4(b, 128))
-    assert torch.equal(d4.cpu().long(), a.cpu().long() @ b.cpu().long().t())
+    a, b = _int_codes((m, k), -8, 7, m), _int_codes((n, k), -8, 7, n)
+    pa, pb = hot_kernels._C.pack_int4(a.to(CUDA), k_pad), hot_kernels._C.pack_int4(b.to(CUDA), k_pad)
+    assert torch.equal(pa.cpu(), _pack_int4_cpu(a, k_pad)) and torch.equal(pb.cpu(), _pack_int4_cpu(b, k_pad))
+    d4 = hot_kernels._C.cutlass_gemm_s4(pa, pb)
+    assert d4.dtype == torch.int32 and d4.shape == (m, n)
+    assert torch.equal(d4.cpu().long(), a.long() @ b.long().t())
+
+
+def test_4bit_gemm_routing(kernel_backend) -> None:
+    """The quantisers mark their 4-bit codes for the INT4/FP8 GEMMs; 8-bit g_x codes stay exact (INT8 GEMM)."""
+    from hot_kernels import KernelBackend
+
+    g_y, w = _randn(197, 256, seed=3), _randn(256, 96, seed=4) * 0.05
+    for gemm in _gemms():
+        backend = KernelBackend(gemm=gemm)
+        for bits in (4, 8):
+            key = hash_key(1, 197, 256, Stream.GX_GRAD_OUTPUT)
+            codes, scale = backend.hq_quantize_grad_output(g_y.to(CUDA), 16, bits, "per_token", key)
+            w_codes, w_scale = backend.hq_quantize_weight(w.to(CUDA), 16, bits)
+            ref_codes, ref_scale = REF.hq_quantize_grad_output(g_y, 16, bits, "per_token", key)
+            _assert_codes(codes, ref_codes)
+            _assert_bits(scale, ref_scale)
+            assert (codes.dtype == torch.float8_e4m3fn) == (gemm == "cublas" and bits == 4)
+            out = backend.hq_matmul(codes, scale, w_codes, w_scale, 16)
+            ref = REF.hq_matmul(ref_codes, ref_scale, w_codes.cpu().float(), w_scale.cpu(), 16)
+            if gemm == "cublas" and bits == 4:
+                torch.testing.assert_close(out.cpu(), ref, rtol=4e-7, atol=0)
+            else:
+                assert torch.equal(out.cpu(), ref), (gemm, bits)
 
 
 def test_dequantisation_matches_reference_order(kernel_backend) -> None:
-    a, b = _int_codes((300, 256), 7, 5), _int_codes((256, 96), 7, 6)
+    a, b = _int_codes((300, 256), -7, 7, 5), _int_codes((256, 96), -7, 7, 6)
     a_scale = torch.rand(300, 1, generator=torch.Generator().manual_seed(7)) + 0.01
     b_scale = torch.tensor(0.0123)
     ref = REF.hq_matmul(a.float(), a_scale, b.float(), b_scale, 16)
@@ -375,7 +405,7 @@ def test_low_level_ops_raise(kernel_backend) -> None:
         _C.dequantize(acc.cpu(), one, one, 16.0)
     with pytest.raises(RuntimeError, match="acc must be Float"):
         _C.dequantize(acc.double(), one, one, 16.0)
-    a, b = _int_codes((64, 8), 7, 1).to(CUDA), _int_codes((96, 8), 7, 2).to(CUDA)
+    a, b = _int_codes((64, 8), -7, 7, 1).to(CUDA), _int_codes((96, 8), -7, 7, 2).to(CUDA)
     with pytest.raises(RuntimeError, match="multiple of 16"):
         _C.cutlass_gemm_s8(a, b)
     with pytest.raises(RuntimeError, match="a must be Char"):

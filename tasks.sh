@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One entry point for people and CI:  bash tasks.sh {main|test|lint|setup|lock}
 #   setup  create .venv and install the pinned environment (idempotent; redone when envs/ changes)
-#   main   the main job: the workflow's embedded preset (offline, CPU)
+#   main   the main job: the workflow's embedded preset (offline, CPU; extra args go to snakemake)
 #   test   the test suite
 #   lint   ruff
 set -euo pipefail
@@ -28,7 +28,7 @@ setup() {
 
 case "${1:-}" in
   setup) setup ;;
-  main) setup; shift; exec "$VENV/bin/snakemake" --cores "${CORES:-2}" "$@" ;;
+  main) setup; shift; PATH="$PWD/$VENV/bin:$PATH" exec "$VENV/bin/snakemake" --cores "${CORES:-2}" --configfile config/embedded.yaml "$@" ;;
   test) setup; shift; exec "$VENV/bin/python" -m pytest "$@" ;;
   lint) setup; exec "$VENV/bin/ruff" check src tests workflow kernels ;;
   lock)

@@ -1,0 +1,65 @@
+# HOT: Hadamard-based Optimized Training — the reproduction workflow (Snakemake >= 9).
+#
+#   snakemake --cores 4                            full scale (config.yaml): kernels -> tests -> training -> tables
+#   snakemake --cores 2 --config preset=embedded   offline CPU preset (config/embedded.yaml over config.yaml)
+#   snakemake --cores 4 table2                     one table and only what it needs
+#   snakemake --report report.html                 HTML report with the tables and figures
+#
+# Every job calls the `hot` CLI; the experiments are data in the config (workflow/lib/experiments.py expands them).
+# docs/workflow.md describes the DAG, the presets and the outputs.
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+configfile: "config.yaml"
+
+if config.get("preset", "full") != "full":
+    configfile: f"config/{config['preset']}.yaml"
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+if shutil.which("hot") is None:
+    raise WorkflowError(
+        "the `hot` command is not on PATH: activate the project's environment (source .venv/bin/activate) "
+        "or run through `bash tasks.sh main`"
+    )
+sys.path.insert(0, os.path.join(workflow.basedir, "workflow", "lib"))
+
+from experiments import plan as _plan  # noqa: E402
+
+PLAN = _plan(config)
+R = config["results_dir"]
+T = config["tables_dir"]
+LOGS = f"{R}/logs"
+BENCH = f"{R}/benchmarks"
+
+
+report: "workflow/report/workflow.rst"
+
+
+container: config["container"]  # used with --sdm apptainer (the cluster profile); ignored otherwise
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/kernels.smk"
+include: "workflow/rules/kernel_tests.smk"
+include: "workflow/rules/pretrain.smk"
+include: "workflow/rules/finetune.smk"
+include: "workflow/rules/ablations.smk"
+include: "workflow/rules/latency.smk"
+include: "workflow/rules/analysis.smk"
+include: "workflow/rules/tables.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        f"{T}/summary.md",
+        table_files(TABLES),

@@ -1,0 +1,46 @@
+"""``paper_tables/summary.md``: every table's checks in one page, failed ones first in each table's list."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from .common import FAIL, PASS, SKIP, read_json
+from .render import STATUS_MARK
+
+ORDER = {FAIL: 0, PASS: 1, SKIP: 2}
+
+
+def markdown(inputs: Mapping[str, Path]) -> str:
+    """Roles: one table data JSON per table (role = table name); ``kernels`` and ``kernel_tests`` status JSON."""
+    tables = {
+        role: json.loads(path.read_text()) for role, path in inputs.items() if role not in ("kernels", "kernel_tests")
+    }
+    counts = {PASS: 0, FAIL: 0, SKIP: 0}
+    for data in tables.values():
+        for check in data["checks"]:
+            counts[check["status"]] = counts.get(check["status"], 0) + 1
+    lines = [
+        "# Reproduction summary",
+        "",
+        f"{counts[PASS]} checks pass, {counts[FAIL]} fail, {counts[SKIP]} skipped "
+        "(skipped: the measurement needs hardware this run did not have, or lies outside the sweep).",
+        "",
+    ]
+    for role in ("kernels", "kernel_tests"):
+        if role in inputs:
+            status = read_json(inputs[role])
+            text = status if isinstance(status, str) else str(status.get("status", "?"))
+            lines.append(f"- {role.replace('_', ' ')}: {text}")
+    lines += ["", "| table | reproduced at | pass | fail | skipped |", "|---|---|---|---|---|"]
+    for name, data in tables.items():
+        c = [sum(1 for k in data["checks"] if k["status"] == s) for s in (PASS, FAIL, SKIP)]
+        scale = "; ".join(data["scale"]).replace("|", "\\|")
+        lines.append(f"| [{name}]({name}.md) | {scale} | {c[0]} | {c[1]} | {c[2]} |")
+    for data in tables.values():
+        lines += ["", f"## {data['title']}", ""]
+        for check in sorted(data["checks"], key=lambda k: ORDER.get(k["status"], 3)):
+            mark = STATUS_MARK.get(check["status"], f"– {check['status']}")
+            lines.append(f"- {mark}: {check['name']} — {check['detail']}")
+    return "\n".join(lines) + "\n"

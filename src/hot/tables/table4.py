@@ -1,0 +1,75 @@
+"""Supplement Table 4: pre-training accuracy of FP, INT4, LUQ, LBP-WHT and HOT.
+
+Roles: ``<dataset>/<model>/<method>@s<seed>`` training metrics. Option ``paper_rows`` maps a reproduced
+``dataset/model`` to the paper's row it stands for (at reduced scale the dataset and model differ).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..paper import paper_values
+from . import plots
+from .common import FAIL, PASS, Check, Column, Table, fmt, is_number, option, runs_by_cell, within_margin
+
+LABELS = {"fp": "FP", "int4": "INT4", "luq": "LUQ", "lbp_wht": "LBP-WHT", "hot": "HOT"}
+
+
+def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path | None = None) -> Table:
+    paper = paper_values()["table4"]
+    methods = list(paper["methods"])
+    margin = float(option(options, "accuracy_margin_pp", 1.0))
+    noise = float(option(options, "rank_noise_pp", 0.5))
+    mapping: Mapping[str, str] = option(options, "paper_rows", {})
+    paper_rows = {f"{r['dataset']}/{r['model']}": r for r in paper["rows"]}
+    runs = runs_by_cell(inputs)
+    ours_rows = sorted({cell.rsplit("/", 1)[0] for cell in runs}, key=lambda k: (k.split("/")[0], k))
+
+    table = Table(
+        name="table4",
+        title="Supplement Table 4 — pre-training accuracy",
+        caption=paper["caption"] + ". Final top-1 (%); NaN: training failed.",
+        columns=[
+            Column("row", "Dataset / model (ours)"),
+            Column("paper_row", "Paper row"),
+            *[Column(m, LABELS.get(m, m), paired=True) for m in methods],
+        ],
+    )
+    beaten: list[str] = []
+    for key in ours_rows:
+        ref_key = mapping.get(key, key)
+        ref = paper_rows.get(ref_key, {})
+        row: dict[str, Any] = {"row": key, "paper_row": ref_key if ref else "—"}
+        acc = {}
+        for m in methods:
+            acc[m] = runs[f"{key}/{m}"].top1 if f"{key}/{m}" in runs else "not run"
+            paper_value = (float("nan") if ref.get(m) is None else ref[m]) if ref else None  # null: NaN in the paper
+            row[m] = (paper_value, acc[m])
+        table.rows.append(row)
+        if "hot" in acc and "fp" in acc:
+            table.checks.append(
+                within_margin(f"{key}: HOT within {margin:g} pp of FP", acc["hot"], acc["fp"], margin, "FP")
+            )
+        if is_number(acc.get("hot")) and is_number(acc.get("lbp_wht")) and acc["hot"] + noise < acc["lbp_wht"]:
+            beaten.append(f"{key} ({fmt(acc['hot'])} < {fmt(acc['lbp_wht'])})")
+    if "lbp_wht" in methods and "hot" in methods:
+        table.checks.append(
+            Check(
+                f"HOT at least LBP-WHT (within {noise:g} pp) in every row",
+                FAIL if beaten else PASS,
+                "rows where not: " + ", ".join(beaten) if beaten else f"{len(ours_rows)} rows",
+            )
+        )
+    table.scale = sorted({r.scale for r in runs.values() if r.scale})
+    missing = sorted(set(paper_rows) - {mapping.get(k, k) for k in ours_rows})
+    if missing:
+        table.notes.append(
+            f"{len(missing)} of the paper's {len(paper_rows)} rows are not reproduced at this scale: "
+            + ", ".join(missing)
+            + "."
+        )
+    if figure is not None:
+        plots.accuracy_curves(runs, "Table 4: pre-training accuracy", figure)
+    return table

@@ -1,0 +1,173 @@
+"""The Snakemake workflow: lint, dry runs of both presets, config validation, the experiment plan."""
+
+from __future__ import annotations
+
+import copy
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .helpers import REPO, TABLES, snakemake
+
+sys.path.insert(0, str(REPO / "workflow" / "lib"))
+from experiments import Run, plan
+
+
+def _rules() -> set[str]:
+    out = snakemake("--list-rules")
+    assert out.returncode == 0, out.stderr
+    return {line.split()[0] for line in out.stdout.splitlines() if line.strip() and not line.startswith(" ")}
+
+
+def _dry_run(tmp_path: Path, *extra: str) -> str:
+    out = snakemake(
+        "-n",
+        "--forceall",
+        "--nolock",
+        "--cores",
+        "2",
+        "--config",
+        f"results_dir={tmp_path}/results",
+        f"tables_dir={tmp_path}/tables",
+        *extra,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def _job_blocks(dry_run: str) -> dict[str, list[str]]:
+    """rule name -> the input lines of its jobs, from a dry run's listing."""
+    blocks: dict[str, list[str]] = {}
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", dry_run):
+        head = re.match(r"(?:local)?rule (\w+):", block)
+        if head:
+            inputs = re.search(r"^\s+input: (.*)$", block, re.M)
+            blocks.setdefault(head.group(1), []).append(inputs.group(1) if inputs else "")
+    return blocks
+
+
+def test_lint_passes() -> None:
+    out = snakemake("--lint")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Congratulations" in out.stdout + out.stderr
+
+
+def test_full_config_dry_run_resolves_every_table(tmp_path: Path) -> None:
+    text = _dry_run(tmp_path)
+    for table in TABLES:
+        for ext in ("md", "csv", "tex"):
+            assert f"{tmp_path}/tables/{table}.{ext}" in text, f"{table}.{ext} not in the DAG"
+    assert f"{tmp_path}/tables/summary.md" in text
+    blocks = _job_blocks(text)
+    assert len(blocks["pretrain"]) == 85  # Table 4: 17 rows x 5 methods
+    assert {"kernels", "kernel_tests", "latency", "memory", "gbops", "finetune", "ablations"} <= set(blocks)
+
+
+def test_embedded_dag_contains_every_rule(tmp_path: Path) -> None:
+    blocks = _job_blocks(_dry_run(tmp_path, "preset=embedded"))
+    assert set(blocks) == _rules()
+
+
+def test_table_jobs_depend_on_results_and_their_own_code_only(tmp_path: Path) -> None:
+    """Editing one table's module (or training code) cannot rerun another table or any training."""
+    blocks = _job_blocks(_dry_run(tmp_path, "preset=embedded"))
+    shared = {f"src/hot/tables/{m}.py" for m in ("__init__", "cli", "common", "render", "plots")}
+    for table in TABLES:
+        (inputs,) = blocks[table]
+        for path in inputs.split(", "):
+            assert (
+                path.startswith(f"{tmp_path}/results/")
+                or path in shared
+                or path in (f"src/hot/tables/{table}.py", "src/hot/data/paper_values.yaml")
+            ), f"{table} depends on {path}"
+    for stage in ("pretrain", "finetune", "ablations"):
+        assert all("src/" not in inputs for inputs in blocks[stage])
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        (["epochz=3"], "epochz"),  # unknown key
+        (["seeds=abc"], "seeds"),  # wrong type
+        (["device=gpu"], "device"),  # bad value
+        (["preset=embedded", "backend=int3"], "backend"),
+    ],
+)
+def test_bad_config_stops_before_any_job_naming_the_key(tmp_path: Path, override: list[str], named: str) -> None:
+    out = snakemake("-n", "--nolock", "--config", f"results_dir={tmp_path}/r", *override)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0
+    assert "Error validating config" in text
+    assert named in text
+    assert "Job stats" not in text
+
+
+def test_bad_nested_key_is_named(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"checks": {"accuracy_margin": 2.0}, "experiments": {"table2": {"ranks": [0]}}}))
+    out = snakemake("-n", "--nolock", "--configfile", str(bad))
+    text = out.stdout + out.stderr
+    assert out.returncode != 0 and "Error validating config" in text
+    assert "accuracy_margin" in text or "ranks" in text
+
+
+# ---------------------------------------------------------------- the experiment plan (no snakemake)
+
+
+def _config(preset: str = "full") -> dict:
+    from snakemake.utils import validate
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    if preset != "full":
+        from snakemake.utils import update_config
+
+        update_config(config, yaml.safe_load((REPO / "config" / f"{preset}.yaml").read_text()))
+    validate(config, str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
+    return config
+
+
+def test_embedded_plan() -> None:
+    p = plan(_config("embedded"))
+    stages = {r.stage for r in p.runs.values()}
+    assert stages == {"pretrain", "finetune", "ablations"}
+    assert set(p.tables) == {"table1", "table2", "table3", "table4", "keep_ratio_sweep"}
+    assert all(key in p.runs for roles in p.tables.values() for key in roles.values())
+    # fine-tuning starts from the base run pre-trained on classes 0-4 and trains on 5-9
+    for key in p.tables["table1"].values():
+        run = p.runs[key]
+        assert run.init_run and p.runs[run.init_run].settings["classes"] == [0, 1, 2, 3, 4]
+        assert run.settings["classes"] == [5, 6, 7, 8, 9]
+    assert p.runs[p.tables["table2"]["r4@s0"]].settings["hot"] == {"hla_rank": 4}
+    assert p.runs[p.tables["table3"]["f0d1@s0"]].settings["method"] == "lora_hot_decomposed"
+    assert p.runs[p.tables["keep_ratio_sweep"]["grad_dropout/0.9@s0"]].settings["hot"] == {"keep_ratio": 0.9}
+    # identical settings are one run, whichever tables use it
+    assert p.tables["keep_ratio_sweep"]["fp@s0"] == p.tables["table4"]["fmnist/vit_tiny_fmnist/fp@s0"]
+    assert all(r.settings["device"] == "cpu" and r.settings["max_train_batches"] == 20 for r in p.runs.values())
+
+
+def test_full_plan_is_the_paper_grid() -> None:
+    config = _config()
+    p = plan(config)
+    assert len(p.tables["table4"]) == 17 * 5
+    assert len(p.tables["table2"]) == 5 and len(p.tables["keep_ratio_sweep"]) == 1 + 2 * 5
+    assert all(not r.real for r in p.runs.values())
+    config = copy.deepcopy(config)
+    config["backend"] = "real"
+    config["seeds"] = [1, 2]
+    p = plan(config)
+    real = [r for r in p.runs.values() if r.real]
+    assert real and all(r.settings["method"] in ("hot", "hot_abc", "hot_abc_lqs") for r in real)
+    assert len(p.tables["table1"]) == 8
+
+
+def test_conflicting_run_definitions_are_refused() -> None:
+    from experiments import Plan
+
+    p = Plan()
+    p.add(Run("pretrain", "x", {"epochs": 1}))
+    p.add(Run("pretrain", "x", {"epochs": 1}))
+    with pytest.raises(ValueError, match="differently"):
+        p.add(Run("pretrain", "x", {"epochs": 2}))

@@ -1,0 +1,189 @@
+"""The experiments of config.yaml as data: every training run (stage, name, settings) and each table's inputs.
+
+Plain Python, no Snakemake: the Snakefile calls :func:`plan` once, the tests call it directly.
+A run's *settings* are exactly what ``hot train`` gets as its config file; a table's *roles* name its inputs
+(``hot@s0``: the metrics of the HOT run with seed 0) as :mod:`hot.tables` expects them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+STAGES = ("pretrain", "finetune", "ablations")
+HOT_METHODS = ("hot", "hot_abc", "hot_abc_lqs")  # the methods the real-quant backend runs
+LORA_METHODS = {  # (HOT on frozen, HOT on decomposed) -> hot train's method name (supplement Table 3)
+    (False, False): "lora",
+    (False, True): "lora_hot_decomposed",
+    (True, False): "lora_hot_frozen",
+    (True, True): "lora_hot_both",
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    stage: str
+    name: str
+    settings: Mapping[str, Any]
+    init_run: str | None = None  # "stage/name" of the run whose model.pt this one starts from
+
+    @property
+    def key(self) -> str:
+        return f"{self.stage}/{self.name}"
+
+    @property
+    def real(self) -> bool:
+        """Runs on the hot-kernels extension (needs a GPU and the kernel tests)."""
+        return dict(self.settings.get("hot") or {}).get("backend") == "real"
+
+
+@dataclass
+class Plan:
+    runs: dict[str, Run] = field(default_factory=dict)  # key "stage/name"
+    tables: dict[str, dict[str, str]] = field(default_factory=dict)  # table -> role -> run key
+
+    def add(self, run: Run) -> str:
+        """Register a run; one with the same settings as a registered run (of any table) is that run."""
+        for other in self.runs.values():
+            if other.settings == run.settings and other.init_run == run.init_run:
+                return other.key
+        if run.key in self.runs:
+            old = self.runs[run.key].settings
+            raise ValueError(f"two experiments define run {run.key} differently:\n{old}\n{run.settings}")
+        self.runs[run.key] = run
+        return run.key
+
+    def stage_runs(self, stage: str) -> list[str]:
+        return sorted(r.name for r in self.runs.values() if r.stage == stage)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _clean(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def _tag(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+class _Builder:
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = config
+        self.plan = Plan()
+
+    def settings(
+        self,
+        exp: Mapping[str, Any],
+        dataset: str,
+        model: str,
+        method: str,
+        seed: int,
+        recipe: str | None = None,
+        hot: Mapping[str, Any] | None = None,
+        lora: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        cfg = self.config
+        try:
+            ds = cfg["datasets"][dataset]
+        except KeyError:
+            raise ValueError(f"experiment uses dataset {dataset!r}, not defined under 'datasets:'") from None
+        hot = dict(hot or {})
+        if cfg["backend"] == "real" and method in HOT_METHODS:
+            hot["backend"] = "real"
+        settings = {
+            **{k: ds.get(k) for k in ("dataset", "data_dir", "classes", "train_subset", "test_subset")},
+            "model": model,
+            "method": method,
+            "recipe": recipe or exp["recipe"],
+            "seed": seed,
+            "hot": hot or None,
+            "lora": dict(lora) if lora else None,
+            "amp": cfg["amp"],
+            "device": cfg["device"],
+            **cfg["train_overrides"],
+            **(exp.get("overrides") or {}),
+        }
+        return _clean(settings)
+
+    def run(
+        self,
+        stage: str,
+        exp: Mapping[str, Any],
+        dataset: str,
+        model: str,
+        method: str,
+        seed: int,
+        tag: str = "",
+        **kw: Any,
+    ) -> str:
+        settings = self.settings(exp, dataset, model, method, seed, **kw)
+        init_run = None
+        init = exp.get("init")
+        if init == "base":
+            init_run = self.base(model, seed)
+            settings["init"] = None  # filled in by the rule: the base run's model.pt
+        elif init is not None:
+            settings["init"] = init
+        name = f"{dataset}-{model}-{method}{tag}-s{seed}"
+        return self.plan.add(Run(stage, name, settings, init_run))
+
+    def base(self, model: str, seed: int) -> str:
+        base = self.config.get("base_pretrain")
+        if not base:
+            raise ValueError("an experiment has init: base, but base_pretrain is not configured")
+        settings = self.settings(base, base["dataset"], model, base.get("method", "fp"), seed)
+        return self.plan.add(Run("pretrain", f"base-{base['dataset']}-{model}-s{seed}", settings))
+
+    def seeds(self) -> Iterable[int]:
+        return self.config["seeds"]
+
+
+def plan(config: Mapping[str, Any]) -> Plan:
+    """Every run the enabled experiments need, and each table's role -> run mapping."""
+    b = _Builder(config)
+    exps = config["experiments"]
+    tables = b.plan.tables
+
+    e = exps["table1"]
+    tables["table1"] = {
+        f"{m}@s{s}": b.run("finetune", e, e["dataset"], e["model"], m, s) for m in e["methods"] for s in b.seeds()
+    }
+
+    e = exps["table2"]
+    tables["table2"] = {
+        f"r{r}@s{s}": b.run("ablations", e, e["dataset"], e["model"], e["method"], s, f"-r{r}", hot={"hla_rank": r})
+        for r in e["ranks"]
+        for s in b.seeds()
+    }
+
+    e = exps["table3"]
+    tables["table3"] = {
+        f"f{int(f)}d{int(d)}@s{s}": b.run("ablations", e, e["dataset"], e["model"], method, s, lora=e["lora"])
+        for (f, d), method in LORA_METHODS.items()
+        for s in b.seeds()
+    }
+
+    e = exps["table4"]
+    tables["table4"] = {}
+    for block in e["grid"]:
+        for dataset in block["datasets"]:
+            for model in block["models"]:
+                for m in e["methods"]:
+                    for s in b.seeds():
+                        tables["table4"][f"{dataset}/{model}/{m}@s{s}"] = b.run(
+                            "pretrain", e, dataset, model, m, s, recipe=block["recipe"]
+                        )
+
+    e = exps["keep_ratio"]
+    kr = tables["keep_ratio_sweep"] = {
+        f"fp@s{s}": b.run("ablations", e, e["dataset"], e["model"], "fp", s) for s in b.seeds()
+    }
+    for m in e["methods"]:
+        for keep in e["keep_ratios"]:
+            for s in b.seeds():
+                kr[f"{m}/{keep:g}@s{s}"] = b.run(
+                    "ablations", e, e["dataset"], e["model"], m, s, f"-keep{_tag(keep)}", hot={"keep_ratio": keep}
+                )
+    return b.plan

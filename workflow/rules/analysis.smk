@@ -1,0 +1,40 @@
+# Stage 4b: deterministic analyses of the paper's own models (no training): the memory accounting
+# (Table 1's memory column, the memory figure) and the backward bit-operations (Table 2's cost column).
+
+MEMORY_VIEWS = ("memory_table1", "memory_figure")
+
+
+rule memory:
+    output:
+        f"{R}/analysis/{{view}}.json",
+    params:
+        spec=lambda w: config["analysis"][w.view],
+    log:
+        f"{LOGS}/analysis/{{view}}.log",
+    benchmark:
+        f"{BENCH}/analysis/{{view}}.tsv"
+    wildcard_constraints:
+        view="|".join(MEMORY_VIEWS),
+    threads: config["resources"]["analysis"]["threads"]
+    resources:
+        **res("analysis"),
+    shell:
+        "OMP_NUM_THREADS={threads} hot memory --model {params.spec[model]} --batch-size {params.spec[batch_size]}"
+        " --num-classes {params.spec[num_classes]} --methods fp,hot,hot_abc --out {output} > {log} 2>&1"
+
+
+rule gbops:
+    output:
+        f"{R}/analysis/gbops.json",
+    params:
+        model=config["analysis"]["gbops"]["model"],
+        ranks=",".join(str(r) for r in config["analysis"]["gbops"]["ranks"]),
+    log:
+        f"{LOGS}/analysis/gbops.log",
+    benchmark:
+        f"{BENCH}/analysis/gbops.tsv"
+    threads: config["resources"]["analysis"]["threads"]
+    resources:
+        **res("analysis"),
+    shell:
+        "OMP_NUM_THREADS={threads} hot gbops --model {params.model} --ranks {params.ranks} --out {output} > {log} 2>&1"

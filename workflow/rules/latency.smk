@@ -1,0 +1,18 @@
+# Stage 4a: per-layer backward latency on the GPU (hot latency). Without a GPU it records
+# {"status": "not measured: no GPU"} and the latency figure and Table 1's acceleration column show that.
+
+
+rule latency:
+    input:
+        tests=f"{R}/kernels/tests.json",
+    output:
+        f"{R}/latency/latency.json",
+    log:
+        f"{LOGS}/latency.log",
+    benchmark:
+        f"{BENCH}/latency.tsv"
+    threads: config["resources"]["latency"]["threads"]
+    resources:
+        **res("latency"),
+    shell:
+        "hot latency --out {output} > {log} 2>&1"

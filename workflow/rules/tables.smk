@@ -1,0 +1,67 @@
+# Stage 5: the paper's tables (paper_tables/<table>.{md,csv,tex}, figures/<table>.png) and summary.md.
+# A table depends on its results JSON, its own module in src/hot/tables/ and the shared rendering code, and the
+# paper values, nothing else: editing table2.py reruns only table2; training code is not an input.
+# The tables, their inputs and options are defined in common.smk.
+
+for _t in TABLES:
+
+    rule:
+        name:
+            _t
+        input:
+            **table_results(_t),
+            code=[*TABLE_CODE, f"src/hot/tables/{_t}.py"],
+            paper=PAPER_VALUES,
+        output:
+            md=f"{T}/{_t}.md",
+            csv=report(f"{T}/{_t}.csv", caption="../report/table.rst", category="Tables", labels={"table": _t}),
+            tex=f"{T}/{_t}.tex",
+            data=f"{R}/tables/{_t}.json",
+            **(
+                {}
+                if _t in NO_FIGURE
+                else {
+                    "figure": report(
+                        f"{T}/figures/{_t}.png", caption="../report/figure.rst", category="Figures", labels={"figure": _t}
+                    )
+                }
+            ),
+        params:
+            inputs=result_args,
+            options=table_options(_t),
+            figure=lambda w, output: f"--figure {output.figure}" if "figure" in output.keys() else "",
+            title=TABLE_TITLES[_t],
+            table=_t,
+            out_dir=lambda w, output: os.path.dirname(output.md),
+        log:
+            f"{LOGS}/tables/{_t}.log",
+        benchmark:
+            f"{BENCH}/tables/{_t}.tsv"
+        threads: 1
+        resources:
+            **res("tables"),
+        shell:
+            "hot tables {params.table} {params.inputs} --options {params.options:q} --out-dir {params.out_dir}"
+            " --data-out {output.data}"
+            " {params.figure} > {log} 2>&1"
+
+
+rule summary:
+    input:
+        **{t: f"{R}/tables/{t}.json" for t in TABLES},
+        kernels=f"{R}/kernels/build.json",
+        kernel_tests=f"{R}/kernels/tests.json",
+        code=[*TABLE_CODE, "src/hot/tables/summary.py"],
+    output:
+        report(f"{T}/summary.md", caption="../report/summary.rst", category="Summary"),
+    params:
+        inputs=result_args,
+        out_dir=lambda w, output: os.path.dirname(output[0]),
+    log:
+        f"{LOGS}/tables/summary.log",
+    benchmark:
+        f"{BENCH}/tables/summary.tsv"
+    resources:
+        **res("tables"),
+    shell:
+        "hot tables summary {params.inputs} --out-dir {params.out_dir} > {log} 2>&1"

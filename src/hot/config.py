@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,18 +57,18 @@ class HOTConfig:
     backend: str = "fake"
 
     def __post_init__(self) -> None:
-        _one_of("method", self.method, METHODS)
-        _one_of("gx_bits", self.gx_bits, SUPPORTED_BITS)
-        _one_of("gw_bits", self.gw_bits, SUPPORTED_BITS)
+        check_one_of("method", self.method, METHODS)
+        check_one_of("gx_bits", self.gx_bits, SUPPORTED_BITS)
+        check_one_of("gw_bits", self.gw_bits, SUPPORTED_BITS)
         if not isinstance(self.hq_block, int) or not is_power_of_two(self.hq_block):
             raise ValueError(f"hq_block must be a power of two (1, 2, 4, …), got {self.hq_block!r}")
         if not isinstance(self.hla_rank, int) or not 1 <= self.hla_rank <= HLA_BLOCK:
             raise ValueError(f"hla_rank must be an integer in 1..{HLA_BLOCK}, got {self.hla_rank!r}")
-        _one_of("hla_blocking", self.hla_blocking, BLOCKINGS)
-        _one_of("gx_granularity", self.gx_granularity, GX_GRANULARITIES)
-        _one_of("gw_granularity", self.gw_granularity, GW_GRANULARITIES)
-        _one_of("gy_rounding", self.gy_rounding, ROUNDINGS)
-        _one_of("backend", self.backend, BACKENDS)
+        check_one_of("hla_blocking", self.hla_blocking, BLOCKINGS)
+        check_one_of("gx_granularity", self.gx_granularity, GX_GRANULARITIES)
+        check_one_of("gw_granularity", self.gw_granularity, GW_GRANULARITIES)
+        check_one_of("gy_rounding", self.gy_rounding, ROUNDINGS)
+        check_one_of("backend", self.backend, BACKENDS)
         if not 0.0 < self.lqs_ratio:
             raise ValueError(f"lqs_ratio must be positive, got {self.lqs_ratio!r}")
         if not 0.0 < self.keep_ratio <= 1.0:
@@ -88,10 +89,7 @@ class HOTConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> HOTConfig:
         """Build from a mapping (a config file section), rejecting unknown keys by name."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown HOTConfig key(s) {unknown}; known keys: {sorted(known)}")
+        check_known_keys(cls, values)
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
@@ -101,7 +99,16 @@ class HOTConfig:
         return dataclasses.replace(self, **changes)
 
 
-def _one_of(name: str, value: object, allowed: tuple) -> None:
+def check_known_keys(cls: type, values: Mapping[str, Any]) -> None:
+    """Reject keys that are not fields of the dataclass ``cls``, naming them."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} key(s) {unknown}; known keys: {sorted(known)}")
+
+
+def check_one_of(name: str, value: object, allowed: tuple) -> None:
+    """``value`` must be one of ``allowed`` (and a bool only where the allowed values are bools)."""
     if value not in allowed or isinstance(value, bool) != isinstance(allowed[0], bool):
         raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
 

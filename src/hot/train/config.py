@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from ..config import PRESETS, HOTConfig
+from ..config import PRESETS, HOTConfig, check_known_keys, check_one_of
 from ..lora import LORA_TABLE3
 from .recipes import RECIPES, recipe_values
 
@@ -67,12 +67,12 @@ class TrainConfig:
     deterministic: bool = True
 
     def __post_init__(self) -> None:
-        _one_of("dataset", self.dataset, DATASETS)
-        _one_of("method", self.method, METHOD_NAMES)
-        _one_of("recipe", self.recipe, tuple(RECIPES))
-        _one_of("optimizer", self.optimizer, OPTIMIZERS)
-        _one_of("scheduler", self.scheduler, SCHEDULERS)
-        _one_of("device", self.device, DEVICES)
+        check_one_of("dataset", self.dataset, DATASETS)
+        check_one_of("method", self.method, METHOD_NAMES)
+        check_one_of("recipe", self.recipe, tuple(RECIPES))
+        check_one_of("optimizer", self.optimizer, OPTIMIZERS)
+        check_one_of("scheduler", self.scheduler, SCHEDULERS)
+        check_one_of("device", self.device, DEVICES)
         for name in ("model", "data_dir"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(f"{name} must be a non-empty string, got {getattr(self, name)!r}")
@@ -170,12 +170,9 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> TrainConfig:
         """Resolve a merged mapping: the recipe's values first, then every key given."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown TrainConfig key(s) {unknown}; known keys: {sorted(known)}")
+        check_known_keys(cls, values)
         recipe = values.get("recipe", cls.recipe)
-        _one_of("recipe", recipe, tuple(RECIPES))
+        check_one_of("recipe", recipe, tuple(RECIPES))
         resolved = recipe_values(recipe)
         if "scheduler" in values and "scheduler_args" not in values:
             resolved.pop("scheduler_args", None)  # the recipe's arguments belong to the recipe's scheduler
@@ -233,8 +230,3 @@ def _is_number(value: object) -> bool:
 def _int_at_least(name: str, value: object, low: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-
-
-def _one_of(name: str, value: object, allowed: tuple) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")

@@ -169,6 +169,12 @@ def hla_lowpass(t: torch.Tensor, tokens: int, rank: int, blocking: str) -> torch
     return back[:, :tokens].reshape(length, channels)
 
 
+def hla_grad_weight(g_y: torch.Tensor, x: torch.Tensor, tokens: int, rank: int, blocking: str) -> torch.Tensor:
+    """``(P g_y)ᵀ (P x) / block`` in floating point: HLA on the g_w path without quantisation."""
+    g = hla_project(g_y.float(), tokens, rank, blocking)
+    return g.t() @ hla_project(x.float(), tokens, rank, blocking) / hla_block(tokens, blocking)
+
+
 class LBPWHTMethod(Method):
     """LBP-WHT: the same rank-r Walsh-Hadamard projection along L on both GEMMs, in floating point."""
 
@@ -179,21 +185,15 @@ class LBPWHTMethod(Method):
         return hla_lowpass(g_y, tokens, c.hla_rank, c.hla_blocking) @ weight.float()
 
     def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
-        c = self.config
-        g = hla_project(g_y.float(), tokens, c.hla_rank, c.hla_blocking)
-        x = hla_project(saved[0].float(), tokens, c.hla_rank, c.hla_blocking)
-        return g.t() @ x / hla_block(tokens, c.hla_blocking)
+        return hla_grad_weight(g_y, saved[0], tokens, self.config.hla_rank, self.config.hla_blocking)
 
 
 class HLAFilterMethod(Method):
     """The follow-up's gradient filter: exact g_x, HLA on g_w in floating point at rank round(16·keep)."""
 
     def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
-        c = self.config
-        rank = max(1, round(HLA_BLOCK * c.keep_ratio))
-        g = hla_project(g_y.float(), tokens, rank, c.hla_blocking)
-        x = hla_project(saved[0].float(), tokens, rank, c.hla_blocking)
-        return g.t() @ x / hla_block(tokens, c.hla_blocking)
+        rank = max(1, round(HLA_BLOCK * self.config.keep_ratio))
+        return hla_grad_weight(g_y, saved[0], tokens, rank, self.config.hla_blocking)
 
 
 class GradDropoutMethod(Method):

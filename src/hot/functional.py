@@ -38,17 +38,19 @@ def _save_input(ctx: Any, layer: HOTLinear | HOTConv2d, x: torch.Tensor, weight:
     ctx.save_for_backward(weight if x.requires_grad else None, *saved)
 
 
-def _grads(ctx: Any, g2d: torch.Tensor, to2d: Any) -> tuple:
-    """g_x (2-D), g_w (2-D) and g_b in float32, each only where autograd asks for it."""
+def _grads(ctx: Any, g2d: torch.Tensor, to2d: Any, gx_dtype: torch.dtype) -> tuple:
+    """g_x (2-D, in ``gx_dtype``), g_w (2-D, float32) and g_b (float32), each only where autograd asks for it."""
     weight, *saved = ctx.saved_tensors
     layer = ctx.layer
-    method, state = layer.hot_method, layer.hot_state
-    g_x = g_w = g_b = None
-    if ctx.needs_input_grad[0]:
-        g_x = method.grad_input(g2d, weight.reshape(weight.shape[0], -1), ctx.tokens, state, ctx.keys)
-    if ctx.needs_input_grad[1]:
+    need_w = ctx.needs_input_grad[1]
+    packed: tuple = ()
+    if need_w:
         packed = tuple(saved) if layer.hot_config.abc else (to2d(saved[0]),)
-        g_w = method.grad_weight(g2d, packed, ctx.tokens, ctx.keys)
+    w2d = weight.reshape(weight.shape[0], -1) if ctx.needs_input_grad[0] else None
+    g_x, g_w = layer.hot_method.backward_gemms(
+        g2d, w2d, packed, ctx.tokens, layer.hot_state, ctx.keys, gx_dtype=gx_dtype
+    )
+    g_b = None
     if ctx.has_bias and ctx.needs_input_grad[2]:
         g_b = g2d.sum(0, dtype=torch.float64 if g2d.dtype == torch.float64 else torch.float32)
     return g_x, g_w, g_b
@@ -73,9 +75,9 @@ class HOTLinearFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, g_y: torch.Tensor) -> tuple:
-        g_x, g_w, g_b = _grads(ctx, _flatten_tokens(g_y), _flatten_tokens)
+        g_x, g_w, g_b = _grads(ctx, _flatten_tokens(g_y), _flatten_tokens, ctx.x_dtype)
         if g_x is not None:
-            g_x = g_x.to(ctx.x_dtype).reshape(ctx.x_shape)
+            g_x = g_x.reshape(ctx.x_shape)
         if g_w is not None:
             g_w = g_w.to(ctx.w_dtype)
         if g_b is not None:
@@ -106,7 +108,7 @@ class HOTConv2dFunction(torch.autograd.Function):
     def backward(ctx: Any, g_y: torch.Tensor) -> tuple:
         layer = ctx.layer
         g2d = g_y.permute(0, 2, 3, 1).reshape(-1, g_y.shape[1])
-        g_x, g_w, g_b = _grads(ctx, g2d, lambda t: unfold_input(t, layer))
+        g_x, g_w, g_b = _grads(ctx, g2d, lambda t: unfold_input(t, layer), torch.float32)  # fold sums in fp32
         if g_x is not None:
             batch, _, height, width = ctx.x_shape
             cols = g_x.reshape(batch, -1, g_x.shape[1]).transpose(1, 2)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from . import rounding
-from .backends import get_backend
+from .backends import HLASpec, HQSpec, get_backend
 from .config import HOTConfig
 from .hadamard import block_hadamard, largest_block
 from .hla import HLA_BLOCK, block_rows, hla_block, hla_project
@@ -69,6 +69,21 @@ class Method:
     def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
         return at_least_fp32(g_y).t() @ at_least_fp32(saved[0])
 
+    def backward_gemms(
+        self,
+        g_y: torch.Tensor,
+        weight: torch.Tensor | None,
+        saved: Saved,
+        tokens: int,
+        state: LayerState,
+        keys: Keys,
+        gx_dtype: torch.dtype = torch.float32,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """One backward's g_x (in ``gx_dtype``; None without ``weight``) and g_w (float32; None without ``saved``)."""
+        g_x = None if weight is None else self.grad_input(g_y, weight, tokens, state, keys).to(gx_dtype)
+        g_w = self.grad_weight(g_y, saved, tokens, keys) if saved else None
+        return g_x, g_w
+
 
 class HOTMethod(Method):
     """HQ (INT4, Hadamard along O) on g_x and HLA (INT8, rank r along L) on g_w."""
@@ -87,28 +102,61 @@ class HOTMethod(Method):
         granularity = "per_channel" if c.gw_granularity == "per_channel" else "per_tensor"
         return self.backend.hla_quantize(x, tokens, c.hla_rank, c.hla_blocking, c.gw_bits, "nearest", granularity, None)
 
-    def grad_input(
-        self, g_y: torch.Tensor, weight: torch.Tensor, tokens: int, state: LayerState, keys: Keys
-    ) -> torch.Tensor:
+    def _gx_spec(self, g_y: torch.Tensor, weight: torch.Tensor, state: LayerState, keys: Keys) -> HQSpec:
         c = self.config
         block = largest_block(weight.shape[0], c.hq_block)
         if state.calibrating:
             record_lqs_errors(g_y, block, c.gx_bits, state)
         granularity = state.gx_granularity or c.gx_granularity
-        a_codes, a_scale = self.backend.hq_quantize_grad_output(
-            g_y, block, c.gx_bits, granularity, keys(Stream.GX_GRAD_OUTPUT)
-        )
-        b_codes, b_scale = self.backend.hq_quantize_weight(weight, block, c.gx_bits)
-        return self.backend.hq_matmul(a_codes, a_scale, b_codes, b_scale, block)
+        return HQSpec(block, c.gx_bits, granularity, keys(Stream.GX_GRAD_OUTPUT))
 
-    def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
+    def _gw_spec(self, tokens: int, keys: Keys) -> HLASpec:
+        c = self.config
+        granularity = "per_channel" if c.gw_granularity == "per_channel" else "per_tensor"
+        return HLASpec(
+            tokens, c.hla_rank, c.hla_blocking, c.gw_bits, c.gy_rounding, granularity, keys(Stream.GW_GRAD_OUTPUT)
+        )
+
+    def _hq_matmul(self, a: tuple, weight: torch.Tensor, block: int, out_dtype: torch.dtype) -> torch.Tensor:
+        b_codes, b_scale = self.backend.hq_quantize_weight(weight, block, self.config.gx_bits)
+        return self.backend.hq_matmul(*a, b_codes, b_scale, block, out_dtype=out_dtype)
+
+    def _hla_matmul(self, g: tuple, saved: Saved, tokens: int) -> torch.Tensor:
         c = self.config
         x_codes, x_scale = saved if c.abc else self._quantize_input(saved[0], tokens)
-        granularity = "per_channel" if c.gw_granularity == "per_channel" else "per_tensor"
-        g_codes, g_scale = self.backend.hla_quantize(
-            g_y, tokens, c.hla_rank, c.hla_blocking, c.gw_bits, c.gy_rounding, granularity, keys(Stream.GW_GRAD_OUTPUT)
+        return self.backend.hla_matmul(*g, x_codes, x_scale, hla_block(tokens, c.hla_blocking))
+
+    def grad_input(
+        self, g_y: torch.Tensor, weight: torch.Tensor, tokens: int, state: LayerState, keys: Keys
+    ) -> torch.Tensor:
+        hq = self._gx_spec(g_y, weight, state, keys)
+        a = self.backend.hq_quantize_grad_output(g_y, hq.block, hq.bits, hq.granularity, hq.key)
+        return self._hq_matmul(a, weight, hq.block, torch.float32)
+
+    def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
+        hla = self._gw_spec(tokens, keys)
+        g = self.backend.hla_quantize(
+            g_y, tokens, hla.rank, hla.blocking, hla.bits, hla.rounding, hla.granularity, hla.key
         )
-        return self.backend.hla_matmul(g_codes, g_scale, x_codes, x_scale, hla_block(tokens, c.hla_blocking))
+        return self._hla_matmul(g, saved, tokens)
+
+    def backward_gemms(
+        self,
+        g_y: torch.Tensor,
+        weight: torch.Tensor | None,
+        saved: Saved,
+        tokens: int,
+        state: LayerState,
+        keys: Keys,
+        gx_dtype: torch.dtype = torch.float32,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """Both GEMMs from one quantisation call over g_y (the real backend reads g_y once per pass for both)."""
+        if weight is None or not saved:
+            return super().backward_gemms(g_y, weight, saved, tokens, state, keys, gx_dtype)
+        hq = self._gx_spec(g_y, weight, state, keys)
+        a_codes, a_scale, g_codes, g_scale = self.backend.quantize_grad_output(g_y, hq, self._gw_spec(tokens, keys))
+        g_x = self._hq_matmul((a_codes, a_scale), weight, hq.block, gx_dtype)
+        return g_x, self._hla_matmul((g_codes, g_scale), saved, tokens)
 
 
 def record_lqs_errors(g_y: torch.Tensor, block: int, bits: int, state: LayerState) -> None:

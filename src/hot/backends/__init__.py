@@ -7,9 +7,33 @@ GEMMs); it must reproduce ``fake``'s codes bit for bit. Both implement :class:`B
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
+
+
+@dataclass(frozen=True)
+class HQSpec:
+    """How g_y is quantised for g_x: Q(HT(g_y)) with a Hadamard block along O, stochastic rounding."""
+
+    block: int
+    bits: int
+    granularity: str
+    key: int
+
+
+@dataclass(frozen=True)
+class HLASpec:
+    """How g_y is quantised for g_w: Q(P g_y) along L, samples of ``tokens`` positions, rank of 16."""
+
+    tokens: int
+    rank: int
+    blocking: str
+    bits: int
+    rounding: str
+    granularity: str
+    key: int | None
 
 
 class Backend(Protocol):
@@ -24,9 +48,15 @@ class Backend(Protocol):
         """int8 codes and per-tensor SAWB scale of Q(HT(W)): block Hadamard along O, round-to-nearest."""
 
     def hq_matmul(
-        self, a_codes: torch.Tensor, a_scale: torch.Tensor, b_codes: torch.Tensor, b_scale: torch.Tensor, block: int
+        self,
+        a_codes: torch.Tensor,
+        a_scale: torch.Tensor,
+        b_codes: torch.Tensor,
+        b_scale: torch.Tensor,
+        block: int,
+        out_dtype: torch.dtype = torch.float32,
     ) -> torch.Tensor:
-        """g_x = (a_codes @ b_codes) · a_scale · b_scale / block, float32 (L, I)."""
+        """g_x = (a_codes @ b_codes) · a_scale · b_scale / block, (L, I), computed in float32, in ``out_dtype``."""
 
     def hla_quantize(
         self,
@@ -45,6 +75,11 @@ class Backend(Protocol):
         self, g_codes: torch.Tensor, g_scale: torch.Tensor, x_codes: torch.Tensor, x_scale: torch.Tensor, block: int
     ) -> torch.Tensor:
         """g_w = (g_codesᵀ @ x_codes) · g_scaleᵀ · x_scale / block, float32 (O, I)."""
+
+    def quantize_grad_output(
+        self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Both quantisations of g_y at once: ``hq_quantize_grad_output`` then ``hla_quantize``'s results."""
 
 
 _REGISTRY: dict[str, Backend] = {}

@@ -11,6 +11,7 @@ import torch
 from ..hadamard import block_hadamard
 from ..hla import hla_project
 from ..quant import absmax_scale, quantize, sawb_scale
+from . import HLASpec, HQSpec
 
 
 class ReferenceBackend:
@@ -29,9 +30,15 @@ class ReferenceBackend:
         return quantize(b, scale, bits, "nearest").to(torch.int8), scale
 
     def hq_matmul(
-        self, a_codes: torch.Tensor, a_scale: torch.Tensor, b_codes: torch.Tensor, b_scale: torch.Tensor, block: int
+        self,
+        a_codes: torch.Tensor,
+        a_scale: torch.Tensor,
+        b_codes: torch.Tensor,
+        b_scale: torch.Tensor,
+        block: int,
+        out_dtype: torch.dtype = torch.float32,
     ) -> torch.Tensor:
-        return (a_codes.float() @ b_codes.float()) * a_scale * (b_scale / block)
+        return ((a_codes.float() @ b_codes.float()) * a_scale * (b_scale / block)).to(out_dtype)
 
     def hla_quantize(
         self,
@@ -52,3 +59,10 @@ class ReferenceBackend:
         self, g_codes: torch.Tensor, g_scale: torch.Tensor, x_codes: torch.Tensor, x_scale: torch.Tensor, block: int
     ) -> torch.Tensor:
         return (g_codes.float().t() @ x_codes.float()) * g_scale.t() * (x_scale / block)
+
+    def quantize_grad_output(
+        self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        a = self.hq_quantize_grad_output(g_y, hq.block, hq.bits, hq.granularity, hq.key)
+        g = self.hla_quantize(g_y, hla.tokens, hla.rank, hla.blocking, hla.bits, hla.rounding, hla.granularity, hla.key)
+        return (*a, *g)

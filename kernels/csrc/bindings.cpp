@@ -122,6 +122,64 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, int64_t tokens, const 
   return {codes_t, scale};
 }
 
+// Both quantisations of g_y from two passes: (hq codes (L, O) int8 or e4m3 with fp8, hq scale (L, 1) or (),
+// hla codes_t (O, R) int8, hla scale (O) or ()).
+std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, int64_t tokens, int64_t block, int64_t hq_bits,
+                                             bool per_token, int64_t hq_key, bool fp8,
+                                             const std::vector<int64_t>& rows, int64_t hla_bits, bool per_channel,
+                                             bool stochastic, int64_t hla_key) {
+  check_cuda(g_y, "g_y");
+  check_aligned(g_y, "g_y");
+  TORCH_CHECK(g_y.dim() == 2, "g_y must be 2-D (L, O), got ", num(g_y.dim()), "-D");
+  TORCH_CHECK(g_y.numel() > 0, "g_y is empty");
+  const auto type = float_type(g_y, "g_y");
+  const int64_t length = g_y.size(0), channels = g_y.size(1);
+  check_block(block, channels, "O");
+  TORCH_CHECK(channels % 4 == 0, "the fused g_y quantiser needs O a multiple of 4, got ", num(channels));
+  TORCH_CHECK(tokens >= 1 && length % tokens == 0, "L = ", num(length), " is not a whole number of samples of T = ",
+              num(tokens), " positions");
+  const int rank = static_cast<int>(rows.size());
+  TORCH_CHECK(rank >= 1 && rank <= 16, "HLA rank must be in 1..16, got ", num(rank));
+  std::vector<int> kept(rows.begin(), rows.end());
+  for (int r : kept) TORCH_CHECK(r >= 0 && r < 16, "HLA basis row must be in 0..15, got ", num(r));
+  const c10::cuda::CUDAGuard guard(g_y.device());
+  const int64_t proj_rows = (length / tokens) * ((tokens + 15) / 16) * rank;
+  auto opts = g_y.options();
+  auto f32 = opts.dtype(at::kFloat);
+  auto hq_codes = at::empty({length, channels}, opts.dtype(fp8 ? at::kFloat8_e4m3fn : at::kChar));
+  auto hq_scale = per_token ? at::empty({length, 1}, f32) : at::empty({}, f32);
+  auto hla_codes_t = at::empty({channels, proj_rows}, opts.dtype(at::kChar));
+  auto hla_scale = per_channel ? at::empty({channels}, f32) : at::empty({}, f32);
+  // One zeroed scratch for both amax arrays: a single memset.
+  const int64_t hq_n = per_token ? length : 1, hla_n = per_channel ? channels : 1;
+  auto amax = at::zeros({hq_n + hla_n}, opts.dtype(at::kInt));
+  auto* amax_bits = reinterpret_cast<uint32_t*>(amax.data_ptr<int32_t>());
+  hot::GradOutputQuant q{};
+  q.length = length;
+  q.channels = channels;
+  q.tokens = tokens;
+  q.block = static_cast<int>(block);
+  q.hq_qmax = qmax_of(hq_bits);
+  q.hq_per_token = per_token;
+  q.fp8 = fp8;
+  q.hq_key = static_cast<uint32_t>(hq_key);
+  q.hq_codes = static_cast<int8_t*>(hq_codes.data_ptr());
+  q.hq_scale = hq_scale.data_ptr<float>();
+  q.hq_amax = amax_bits;
+  q.rows = kept.data();
+  q.rank = rank;
+  q.hla_qmax = qmax_of(hla_bits);
+  q.hla_per_channel = per_channel;
+  q.hla_stochastic = stochastic;
+  q.hla_key = static_cast<uint32_t>(hla_key);
+  q.hla_codes_t = hla_codes_t.data_ptr<int8_t>();
+  q.hla_scale = hla_scale.data_ptr<float>();
+  q.hla_amax = amax_bits + hq_n;
+  hot::quantize_grad_output(g_y.data_ptr(), type, q, c10::cuda::getCurrentCUDAStream());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {hq_codes, hq_scale, hla_codes_t, hla_scale};
+}
+
 // float32 (M, N) = (acc * row) * (col / divisor); row has M or 1 elements, col N or 1.
 at::Tensor dequantize(const at::Tensor& acc, const at::Tensor& row, const at::Tensor& col, double divisor) {
   check_cuda(acc, "acc");
@@ -232,6 +290,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("hq_quantize_grad_output", &hq_quantize_grad_output);
   m.def("hq_quantize_weight", &hq_quantize_weight);
   m.def("hla_quantize", &hla_quantize);
+  m.def("quantize_grad_output", &quantize_grad_output);
   m.def("dequantize", &dequantize);
   m.def("codes_to_e4m3", &codes_to_e4m3);
   m.def("pack_int4", &pack_int4);

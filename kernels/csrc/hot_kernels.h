@@ -31,6 +31,27 @@ void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, 
                   int rank, int qmax, bool per_channel, bool stochastic, uint32_t key, int8_t* codes_t, float* scale,
                   uint32_t* amax_bits, cudaStream_t stream);
 
+// Both quantisations of g_y (L x O) at once, from two passes over it: Q(HT(g_y)) as hq_quantize_grad_output
+// (codes L x O, scale L or 1) and Q(P g_y) as hla_quantize (codes_t O x R, scale O or 1). Needs O % 4 == 0
+// and 4-byte aligned rows. hq_amax (L or 1) and hla_amax (O or 1) are zeroed uint32 scratch.
+struct GradOutputQuant {
+  int64_t length, channels, tokens;
+  int block, hq_qmax;
+  bool hq_per_token, fp8;
+  uint32_t hq_key;
+  int8_t* hq_codes;
+  float* hq_scale;
+  uint32_t* hq_amax;
+  const int* rows;  // host array of the rank kept basis rows
+  int rank, hla_qmax;
+  bool hla_per_channel, hla_stochastic;
+  uint32_t hla_key;
+  int8_t* hla_codes_t;
+  float* hla_scale;
+  uint32_t* hla_amax;
+};
+void quantize_grad_output(const void* g_y, InType type, const GradOutputQuant& q, cudaStream_t stream);
+
 // out[m, n] = (acc[m, n] * row[m or 0]) * (col[n or 0] / divisor), float32 IEEE ops in that order.
 void dequantize_i32(const int32_t* acc, int64_t m, int64_t n, const float* row, bool row_vec, const float* col,
                     bool col_vec, float divisor, float* out, cudaStream_t stream);
@@ -50,5 +71,22 @@ void pack_int4(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pad, u
 int cutlass_gemm_s4(const uint8_t* a, const uint8_t* b, int32_t* d, int m, int n, int k, cudaStream_t stream);
 int cutlass_gemm_s8(const int8_t* a, const int8_t* b, int32_t* d, int m, int n, int k, cudaStream_t stream);
 const char* cutlass_status_string(int status);
+
+// CUTLASS 3.x sm_90a (Hopper wgmma/TMA, warp-specialised) INT8 GEMM, same TN contract as cutlass_gemm_s8:
+// D (M x N, int32 row-major) = A (M x K, row-major) * B (stored N x K, row-major). TMA needs 16-byte aligned
+// base pointers and row pitches: K % 16 == 0, N % 4 == 0. variant 0: cooperative 128x128x128 on the stream-K
+// scheduler, decomposition kSm90Heuristic/DataParallel/StreamK/SplitK (splits >= 2); variant 1: ping-pong
+// 64x128x128, data-parallel only (decomposition 0 or 1). workspace: cutlass_gemm_s8_sm90_workspace() bytes
+// (zero for data-parallel), on the device, for the same (m, n, k, variant, decomposition, splits) and device.
+// Returns a cutlass::Status as int (0 = success) or one of the kSm90* codes below.
+// cutlass_sm90_available(): this build holds the sm_90a code and the current device runs it.
+constexpr int kSm90Heuristic = 0, kSm90DataParallel = 1, kSm90StreamK = 2, kSm90SplitK = 3;
+constexpr int kSm90NotCompiled = 1000, kSm90BadConfig = 1001, kSm90WorkspaceTooSmall = 1002;
+bool cutlass_sm90_available();
+int64_t cutlass_gemm_s8_sm90_workspace(int m, int n, int k, int variant, int decomposition, int splits);
+int cutlass_gemm_s8_sm90(const int8_t* a, const int8_t* b, int32_t* d, int m, int n, int k, int variant,
+                         int decomposition, int splits, void* workspace, int64_t workspace_bytes,
+                         cudaStream_t stream);
+const char* cutlass_sm90_status_string(int status);
 
 }  // namespace hot

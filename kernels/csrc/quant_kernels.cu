@@ -300,15 +300,23 @@ __global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t i
   }
 }
 
-// Pass 2 (one block): hot.quant.sawb_scale in float32 from the sums.
-__global__ void sawb_finish(const double* partials, int count, double numel, bool sawb4, int qmax, float* scale) {
+// Pass 2 (one block of kSawbBlocks threads, a fixed reduction tree): hot.quant.sawb_scale in float32
+// from the sums. One partial a thread: a serial loop over them took most of the weight quantiser's time.
+__global__ void sawb_finish(const double* partials, double numel, bool sawb4, int qmax, float* scale) {
+  __shared__ double p2[kSawbBlocks / 32], p1[kSawbBlocks / 32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const double s2w = warp_sum(partials[3 * threadIdx.x]), s1w = warp_sum(partials[3 * threadIdx.x + 1]);
+  const float amax = block_max(static_cast<float>(partials[3 * threadIdx.x + 2]));
+  if (lane == 0) {
+    p2[warp] = s2w;
+    p1[warp] = s1w;
+  }
+  __syncthreads();
   if (threadIdx.x != 0) return;
   double s2 = 0.0, s1 = 0.0;
-  float amax = 0.0f;
-  for (int i = 0; i < count; ++i) {
-    s2 += partials[3 * i];
-    s1 += partials[3 * i + 1];
-    amax = fmaxf(amax, static_cast<float>(partials[3 * i + 2]));
+  for (int i = 0; i < kSawbBlocks / 32; ++i) {
+    s2 += p2[i];
+    s1 += p1[i];
   }
   float clip = amax;
   if (sawb4) {
@@ -346,8 +354,7 @@ void launch_weight(const T* w, int64_t out_rows, int64_t in_cols, int qmax, bool
                    float* scale, double* partials, cudaStream_t stream) {
   const int64_t groups = out_rows / N;
   sawb_partials<T, N><<<kSawbBlocks, kThreads, 0, stream>>>(w, groups, in_cols, partials);
-  sawb_finish<<<1, 32, 0, stream>>>(partials, kSawbBlocks, static_cast<double>(out_rows * in_cols), sawb4, qmax,
-                                    scale);
+  sawb_finish<<<1, kSawbBlocks, 0, stream>>>(partials, static_cast<double>(out_rows * in_cols), sawb4, qmax, scale);
   weight_quantize<T, N><<<grid_for(groups * in_cols), kThreads, 0, stream>>>(w, groups, in_cols, qmax, scale,
                                                                              fp8, codes_t);
 }
@@ -385,11 +392,11 @@ struct HlaShape {
   int64_t tiles_c;  // channel tiles per row of tiles
 };
 
-// The 16 transformed positions of sample-block sb for channels c..c+Vec, zero beyond the sample's end:
-// 16 row loads of Vec contiguous elements (coalesced along the channel axis across the tile's threads).
+// The 16 positions of sample-block sb for channels c..c+Vec, zero beyond the sample's end: 16 row loads of
+// Vec contiguous elements (coalesced along the channel axis across the tile's threads).
 template <typename T, int Vec>
-__device__ __forceinline__ void hla_load(const T* __restrict__ t, const HlaShape& sh, int64_t sb, int64_t c,
-                                         float (&v)[Vec][kHla]) {
+__device__ __forceinline__ void hla_load_raw(const T* __restrict__ t, const HlaShape& sh, int64_t sb, int64_t c,
+                                             float (&v)[Vec][kHla]) {
   const int64_t sample = sb / sh.blocks;
   const int64_t first = (sb - sample * sh.blocks) * kHla;
   const T* base = t + (sample * sh.tokens + first) * sh.channels + c;
@@ -403,6 +410,13 @@ __device__ __forceinline__ void hla_load(const T* __restrict__ t, const HlaShape
 #pragma unroll
     for (int i = 0; i < Vec; ++i) v[i][k] = inside ? e[i] : 0.0f;
   }
+}
+
+// The same positions transformed along the block (H_16 v).
+template <typename T, int Vec>
+__device__ __forceinline__ void hla_load(const T* __restrict__ t, const HlaShape& sh, int64_t sb, int64_t c,
+                                         float (&v)[Vec][kHla]) {
+  hla_load_raw<T, Vec>(t, sh, sb, c, v);
 #pragma unroll
   for (int i = 0; i < Vec; ++i) butterfly<kHla>(v[i]);
 }
@@ -462,39 +476,40 @@ __device__ __forceinline__ void store_packed(int8_t* out, const uint32_t (&w)[4]
   }
 }
 
-// Phase 1: each thread loads and transforms one (sample-block, Vec channels) unit and parks the kept
-// rows in shared memory. Phase 2: each thread quantises the rank kept rows of one (channel,
-// sample-block) pair, sample-blocks fastest across lanes, so a warp stores 4 channels x 8 x rank
-// contiguous bytes of the transposed (C x R) codes.
-template <typename T, int Vec>
-__global__ void __launch_bounds__(kHlaThreads)
-    hla_quantize_kernel(const T* __restrict__ t, HlaShape sh, HlaRows rows, int qmax, bool per_channel,
-                        bool stochastic, uint32_t key, const uint32_t* __restrict__ amax_bits,
-                        int8_t* __restrict__ codes_t, float* __restrict__ scale) {
-  constexpr int kCols = kTileGroups * Vec;
-  constexpr int kStride = kHla * kCols + 4;  // the +4 puts the 8 sample-blocks of phase 2 in distinct banks
-  __shared__ __align__(16) float tile[kTileBlocks * kStride];
-  {
-    int64_t sb, c;
-    hla_unit(sh, Vec, sb, c);
-    if (sb >= 0) {
-      float v[Vec][kHla];
-      hla_load<T, Vec>(t, sh, sb, c, v);
-      float* dst = tile + (threadIdx.x / kTileGroups) * kStride + (threadIdx.x % kTileGroups) * Vec;
+template <int Vec>
+struct HlaTile {
+  static constexpr int kCols = kTileGroups * Vec;
+  static constexpr int kStride = kHla * kCols + 4;  // the +4 puts the 8 sample-blocks of phase 2 in distinct banks
+  static constexpr int kFloats = kTileBlocks * kStride;
+};
+
+// Phase 1's end: park this thread's kept (transformed) rows in the tile.
+template <int Vec>
+__device__ __forceinline__ void hla_park(float* tile, const HlaRows& rows, const float (&v)[Vec][kHla]) {
+  constexpr int kCols = HlaTile<Vec>::kCols;
+  float* dst = tile + (threadIdx.x / kTileGroups) * HlaTile<Vec>::kStride + (threadIdx.x % kTileGroups) * Vec;
 #pragma unroll
-      for (int k = 0; k < kHla; ++k) {
-        if (rows.mask >> k & 1u) {
-          if constexpr (Vec == 4) {
-            *reinterpret_cast<float4*>(dst + k * kCols) = make_float4(v[0][k], v[1][k], v[2][k], v[3][k]);
-          } else {
+  for (int k = 0; k < kHla; ++k) {
+    if (rows.mask >> k & 1u) {
+      if constexpr (Vec == 4) {
+        *reinterpret_cast<float4*>(dst + k * kCols) = make_float4(v[0][k], v[1][k], v[2][k], v[3][k]);
+      } else {
 #pragma unroll
-            for (int i = 0; i < Vec; ++i) dst[k * kCols + i] = v[i][k];
-          }
-        }
+        for (int i = 0; i < Vec; ++i) dst[k * kCols + i] = v[i][k];
       }
     }
   }
-  __syncthreads();
+}
+
+// Phase 2 (after a barrier): each thread quantises the rank kept rows of one (channel, sample-block) pair,
+// sample-blocks fastest across lanes, so a warp stores 4 channels x 8 x rank contiguous bytes of the
+// transposed (C x R) codes.
+template <int Vec>
+__device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh, const HlaRows& rows, int qmax,
+                                          bool per_channel, bool stochastic, uint32_t key,
+                                          const uint32_t* __restrict__ amax_bits, int8_t* __restrict__ codes_t,
+                                          float* __restrict__ scale) {
+  constexpr int kCols = HlaTile<Vec>::kCols;
   const float s_tensor = per_channel ? 0.0f : absmax_to_scale(__uint_as_float(*amax_bits), qmax);
   if (!per_channel && blockIdx.x == 0 && threadIdx.x == 0) *scale = s_tensor;
   const int64_t tile_c = blockIdx.x % sh.tiles_c, tile_b = blockIdx.x / sh.tiles_c;
@@ -504,7 +519,7 @@ __global__ void __launch_bounds__(kHlaThreads)
     if (sb >= sh.sblocks || c >= sh.channels) continue;
     const float s = per_channel ? absmax_to_scale(__uint_as_float(amax_bits[c]), qmax) : s_tensor;
     if (per_channel && sb == 0) scale[c] = s;
-    const float* src = tile + lb * kStride + lc;
+    const float* src = tile + lb * HlaTile<Vec>::kStride + lc;
     // u is drawn at the element's row-major index in the projected (proj_rows x C) tensor.
     const uint64_t index = static_cast<uint64_t>(sb * sh.rank * sh.channels + c);
     uint32_t w[4] = {0u, 0u, 0u, 0u};
@@ -522,10 +537,28 @@ __global__ void __launch_bounds__(kHlaThreads)
 }
 
 template <typename T, int Vec>
+__global__ void __launch_bounds__(kHlaThreads)
+    hla_quantize_kernel(const T* __restrict__ t, HlaShape sh, HlaRows rows, int qmax, bool per_channel,
+                        bool stochastic, uint32_t key, const uint32_t* __restrict__ amax_bits,
+                        int8_t* __restrict__ codes_t, float* __restrict__ scale) {
+  __shared__ __align__(16) float tile[HlaTile<Vec>::kFloats];
+  {
+    int64_t sb, c;
+    hla_unit(sh, Vec, sb, c);
+    if (sb >= 0) {
+      float v[Vec][kHla];
+      hla_load<T, Vec>(t, sh, sb, c, v);
+      hla_park<Vec>(tile, rows, v);
+    }
+  }
+  __syncthreads();
+  hla_store<Vec>(tile, sh, rows, qmax, per_channel, stochastic, key, amax_bits, codes_t, scale);
+}
+
+template <typename T, int Vec>
 void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool per_channel, bool stochastic,
                     uint32_t key, int8_t* codes_t, float* scale, uint32_t* amax_bits, cudaStream_t stream) {
-  constexpr int kCols = kTileGroups * Vec;
-  sh.tiles_c = (sh.channels + kCols - 1) / kCols;
+  sh.tiles_c = (sh.channels + HlaTile<Vec>::kCols - 1) / HlaTile<Vec>::kCols;
   const int64_t tiles = sh.tiles_c * ((sh.sblocks + kTileBlocks - 1) / kTileBlocks);
   hla_amax<T, Vec><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(t, sh, rows.mask, per_channel,
                                                                             amax_bits);
@@ -542,6 +575,186 @@ void launch_hla(const T* t, const HlaShape& sh, const HlaRows& rows, int qmax, b
   } else {
     launch_hla_vec<T, 1>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, stream);
   }
+}
+
+// --- g_y for both GEMMs: Q(HT(g_y)) along O and Q(P g_y) along L in two passes -----------------------
+// Both passes walk the HLA tile (a thread: 16 rows of one sample-block x 4 channels). HT along O runs on
+// each row: stages h = 1, 2 inside the thread's 4 channels, h = 4, 8 across the lanes that hold the next
+// channel groups (lane ^ 1, lane ^ 2), the reference's (a + b, a - b) pairs in its order. Pass 1 takes the
+// amaxes (HQ per token or tensor, HLA per tensor or channel), pass 2 quantises both. g_y is read twice and
+// nothing else is: a per-tensor scale needs every element before the first code.
+
+constexpr int kHqVec = 4;
+
+template <int N>
+__device__ __forceinline__ void hq_row(float (&r)[kHqVec], int group) {
+  if constexpr (N >= 2) {
+#pragma unroll
+    for (int i = 0; i < kHqVec; i += 2) {
+      const float a = r[i], b = r[i + 1];
+      r[i] = __fadd_rn(a, b);
+      r[i + 1] = __fsub_rn(a, b);
+    }
+  }
+  if constexpr (N >= 4) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const float a = r[i], b = r[i + 2];
+      r[i] = __fadd_rn(a, b);
+      r[i + 2] = __fsub_rn(a, b);
+    }
+  }
+#pragma unroll
+  for (int m = 1; m < N / kHqVec; m *= 2) {
+    const bool upper = group & m;
+#pragma unroll
+    for (int i = 0; i < kHqVec; ++i) {
+      const float p = __shfl_xor_sync(0xffffffffu, r[i], m);
+      r[i] = upper ? __fsub_rn(p, r[i]) : __fadd_rn(r[i], p);
+    }
+  }
+}
+
+// This thread's first token and how many of its 16 rows are inside the sample (0 when inactive).
+__device__ __forceinline__ int hla_rows_inside(const HlaShape& sh, int64_t sb, int64_t& token0) {
+  if (sb < 0) {
+    token0 = 0;
+    return 0;
+  }
+  const int64_t sample = sb / sh.blocks, first = (sb - sample * sh.blocks) * kHla;
+  token0 = sample * sh.tokens + first;
+  return static_cast<int>(sh.tokens - first < kHla ? sh.tokens - first : kHla);
+}
+
+template <typename T>
+__device__ __forceinline__ void grad_output_load(const T* __restrict__ g, const HlaShape& sh, int64_t sb, int64_t c,
+                                                 float (&v)[kHqVec][kHla]) {
+  if (sb >= 0) {
+    hla_load_raw<T, kHqVec>(g, sh, sb, c, v);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kHqVec; ++i) {
+#pragma unroll
+      for (int k = 0; k < kHla; ++k) v[i][k] = 0.0f;
+    }
+  }
+}
+
+template <typename T, int N>
+__global__ void __launch_bounds__(kHlaThreads)
+    grad_output_amax(const T* __restrict__ g, HlaShape sh, unsigned mask, GradOutputQuant q) {
+  int64_t sb, c, token0;
+  hla_unit(sh, kHqVec, sb, c);
+  float v[kHqVec][kHla];
+  grad_output_load<T>(g, sh, sb, c, v);
+  const int inside = hla_rows_inside(sh, sb, token0), group = threadIdx.x % kTileGroups;
+  float hq_tensor = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kHla; ++k) {
+    float r[kHqVec] = {v[0][k], v[1][k], v[2][k], v[3][k]};
+    hq_row<N>(r, group);
+    float m = fmaxf(fmaxf(fabsf(r[0]), fabsf(r[1])), fmaxf(fabsf(r[2]), fabsf(r[3])));
+    if (q.hq_per_token) {
+#pragma unroll
+      for (int o = 1; o < kTileGroups; o *= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+      if (group == 0 && k < inside) atomicMax(q.hq_amax + token0 + k, __float_as_uint(m));
+    } else {
+      hq_tensor = fmaxf(hq_tensor, m);
+    }
+  }
+  float m[kHqVec] = {};
+#pragma unroll
+  for (int i = 0; i < kHqVec; ++i) {
+    butterfly<kHla>(v[i]);
+#pragma unroll
+    for (int k = 0; k < kHla; ++k) {
+      if (mask >> k & 1u) m[i] = fmaxf(m[i], fabsf(v[i][k]));
+    }
+  }
+  if (q.hla_per_channel) {
+#pragma unroll
+    for (int i = 0; i < kHqVec; ++i) {
+      m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], kTileGroups));
+      if (threadIdx.x % 32 < kTileGroups && m[i] > 0.0f) atomicMax(q.hla_amax + c + i, __float_as_uint(m[i]));
+    }
+  } else {
+    const float a = block_max(fmaxf(fmaxf(m[0], m[1]), fmaxf(m[2], m[3])));
+    if (threadIdx.x == 0) atomicMax(q.hla_amax, __float_as_uint(a));  // non-negative floats order as uints
+  }
+  if (!q.hq_per_token) {
+    hq_tensor = block_max(hq_tensor);
+    if (threadIdx.x == 0) atomicMax(q.hq_amax, __float_as_uint(hq_tensor));
+  }
+}
+
+template <typename T, int N>
+__global__ void __launch_bounds__(kHlaThreads)
+    grad_output_quantize(const T* __restrict__ g, HlaShape sh, HlaRows rows, GradOutputQuant q) {
+  __shared__ __align__(16) float tile[HlaTile<kHqVec>::kFloats];
+  int64_t sb, c, token0;
+  hla_unit(sh, kHqVec, sb, c);
+  float v[kHqVec][kHla];
+  grad_output_load<T>(g, sh, sb, c, v);
+  const int inside = hla_rows_inside(sh, sb, token0), group = threadIdx.x % kTileGroups;
+  const float s_tensor = q.hq_per_token ? 0.0f : absmax_to_scale(__uint_as_float(*q.hq_amax), q.hq_qmax);
+  if (!q.hq_per_token && blockIdx.x == 0 && threadIdx.x == 0) *q.hq_scale = s_tensor;
+  const bool writes_scale = q.hq_per_token && group == 0 && blockIdx.x % sh.tiles_c == 0;
+#pragma unroll
+  for (int k = 0; k < kHla; ++k) {
+    float r[kHqVec] = {v[0][k], v[1][k], v[2][k], v[3][k]};
+    hq_row<N>(r, group);
+    if (k < inside) {
+      const int64_t token = token0 + k;
+      const float s = q.hq_per_token ? absmax_to_scale(__uint_as_float(q.hq_amax[token]), q.hq_qmax) : s_tensor;
+      if (writes_scale) q.hq_scale[token] = s;
+      const uint64_t base = static_cast<uint64_t>(token * sh.channels + c);
+      int8_t code[kHqVec];
+#pragma unroll
+      for (int i = 0; i < kHqVec; ++i) code[i] = stochastic_code(r[i], s, hash_uniform(base + i, q.hq_key), q.hq_qmax);
+      to_operand(code, q.fp8);
+      store_codes<kHqVec>(q.hq_codes + token * sh.channels + c, code);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kHqVec; ++i) butterfly<kHla>(v[i]);
+  if (sb >= 0) hla_park<kHqVec>(tile, rows, v);
+  __syncthreads();
+  hla_store<kHqVec>(tile, sh, rows, q.hla_qmax, q.hla_per_channel, q.hla_stochastic, q.hla_key, q.hla_amax,
+                    q.hla_codes_t, q.hla_scale);
+}
+
+template <typename T, int N>
+void launch_grad_output(const T* g, HlaShape sh, const HlaRows& rows, const GradOutputQuant& q, cudaStream_t stream) {
+  sh.tiles_c = (sh.channels + HlaTile<kHqVec>::kCols - 1) / HlaTile<kHqVec>::kCols;
+  const auto tiles = static_cast<unsigned>(sh.tiles_c * ((sh.sblocks + kTileBlocks - 1) / kTileBlocks));
+  grad_output_amax<T, N><<<tiles, kHlaThreads, 0, stream>>>(g, sh, rows.mask, q);
+  grad_output_quantize<T, N><<<tiles, kHlaThreads, 0, stream>>>(g, sh, rows, q);
+}
+
+template <typename T>
+void dispatch_grad_output(const T* g, const HlaShape& sh, const HlaRows& rows, const GradOutputQuant& q,
+                          cudaStream_t stream) {
+  switch (q.block) {
+    case 1: return launch_grad_output<T, 1>(g, sh, rows, q, stream);
+    case 2: return launch_grad_output<T, 2>(g, sh, rows, q, stream);
+    case 4: return launch_grad_output<T, 4>(g, sh, rows, q, stream);
+    case 8: return launch_grad_output<T, 8>(g, sh, rows, q, stream);
+    default: return launch_grad_output<T, 16>(g, sh, rows, q, stream);
+  }
+}
+
+HlaRows hla_rows(const int* rows, int rank) {
+  HlaRows kept{};
+  for (int j = 0; j < rank; ++j) {
+    kept.row[j] = rows[j];
+    kept.mask |= 1u << rows[j];
+  }
+  return kept;
+}
+
+HlaShape hla_shape(int64_t length, int64_t channels, int64_t tokens, int rank) {
+  const int64_t blocks = (tokens + kHla - 1) / kHla, sblocks = (length / tokens) * blocks;
+  return HlaShape{channels, tokens, blocks, sblocks, sblocks * rank, rank, 0};
 }
 
 // --- dequantisation and format conversions ---------------------------------------------------------
@@ -658,13 +871,8 @@ void hq_quantize_weight(const void* w, InType type, int64_t out_rows, int64_t in
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, int64_t tokens, const int* rows,
                   int rank, int qmax, bool per_channel, bool stochastic, uint32_t key, int8_t* codes_t, float* scale,
                   uint32_t* amax_bits, cudaStream_t stream) {
-  HlaRows kept{};
-  for (int j = 0; j < rank; ++j) {
-    kept.row[j] = rows[j];
-    kept.mask |= 1u << rows[j];
-  }
-  const int64_t blocks = (tokens + kHla - 1) / kHla, sblocks = (length / tokens) * blocks;
-  const HlaShape sh{channels, tokens, blocks, sblocks, sblocks * rank, rank, 0};
+  const HlaRows kept = hla_rows(rows, rank);
+  const HlaShape sh = hla_shape(length, channels, tokens, rank);
   switch (type) {
     case InType::F32:
       return launch_hla(static_cast<const float*>(t), sh, kept, qmax, per_channel, stochastic, key, codes_t, scale,
@@ -705,6 +913,16 @@ void codes_to_e4m3(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pa
 
 void pack_int4(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pad, uint8_t* out, cudaStream_t stream) {
   pack_int4_kernel<<<grid_for(rows * cols_pad / 2), kThreads, 0, stream>>>(in, rows, cols, cols_pad, out);
+}
+
+void quantize_grad_output(const void* g_y, InType type, const GradOutputQuant& q, cudaStream_t stream) {
+  const HlaRows kept = hla_rows(q.rows, q.rank);
+  const HlaShape sh = hla_shape(q.length, q.channels, q.tokens, q.rank);
+  switch (type) {
+    case InType::F32: return dispatch_grad_output(static_cast<const float*>(g_y), sh, kept, q, stream);
+    case InType::F16: return dispatch_grad_output(static_cast<const __half*>(g_y), sh, kept, q, stream);
+    case InType::BF16: return dispatch_grad_output(static_cast<const __nv_bfloat16*>(g_y), sh, kept, q, stream);
+  }
 }
 
 }  // namespace hot

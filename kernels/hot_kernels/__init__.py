@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import torch
 
+from hot.backends import HLASpec, HQSpec
+
 from . import _C
 
 __all__ = ["GEMMS", "KernelBackend", "mark_4bit"]
@@ -182,8 +184,16 @@ class KernelBackend:
         return mark_4bit(codes_t.t()) if bits == 4 else codes_t.t(), scale
 
     def hq_matmul(
-        self, a_codes: torch.Tensor, a_scale: torch.Tensor, b_codes: torch.Tensor, b_scale: torch.Tensor, block: int
+        self,
+        a_codes: torch.Tensor,
+        a_scale: torch.Tensor,
+        b_codes: torch.Tensor,
+        b_scale: torch.Tensor,
+        block: int,
+        out_dtype: torch.dtype = torch.float32,
     ) -> torch.Tensor:
+        if out_dtype not in _FLOATS:
+            raise ValueError(f"out_dtype must be float32, float16 or bfloat16, got {out_dtype}")
         a, b = _codes(a_codes, "a_codes", fp8=True), _codes(b_codes, "b_codes", fp8=True)
         narrow = _is_4bit(a) and _is_4bit(b)
         (m, k), (k2, n) = a.shape, b.shape
@@ -210,7 +220,7 @@ class KernelBackend:
                 _e4m3(b_t, kp).t(),
                 scale_a=row.expand(m).reshape(m, 1).contiguous(),
                 scale_b=col_block.expand(n).reshape(1, n).contiguous(),
-                out_dtype=torch.float32,
+                out_dtype=out_dtype,  # the epilogue rounds once to the output type: no float32 pass
                 use_fast_accum=False,
             )
         if gemm == "cutlass-int4" and n % 4 == 0 and m > 0:
@@ -220,7 +230,70 @@ class KernelBackend:
             acc = _C.cutlass_gemm_s8(*self._pad_k(_int8(a), _int8(b_t), 16))
         else:
             acc = _reference_acc(a, b_t.t())
-        return _C.dequantize(acc, row, col, float(block))
+        return _C.dequantize(acc, row, col, float(block)).to(out_dtype)
+
+    # --- both paths -----------------------------------------------------------------------------
+
+    def fuses_grad_output(self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec) -> bool:
+        """Whether :meth:`quantize_grad_output` runs the fused two-pass kernel (else the two quantisers)."""
+        return (
+            g_y.dim() == 2
+            and g_y.shape[1] % 4 == 0
+            and hq.granularity in ("per_token", "per_tensor")
+            and hla.blocking == "paper"
+            and hla.granularity in ("per_tensor", "per_channel")
+        )
+
+    def quantize_grad_output(
+        self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Q(HT(g_y)) for g_x and Q(P g_y) for g_w from two passes over g_y (a statistics pass, then one
+        that writes both code sets), bit-identical to the two quantisers; other options run those."""
+        from hot.hla import lp_l1_rows
+
+        if not self.fuses_grad_output(g_y, hq, hla):
+            a = self.hq_quantize_grad_output(g_y, hq.block, hq.bits, hq.granularity, hq.key)
+            g = self.hla_quantize(
+                g_y, hla.tokens, hla.rank, hla.blocking, hla.bits, hla.rounding, hla.granularity, hla.key
+            )
+            return (*a, *g)
+        g = _float_input(g_y, "g_y")
+        _check_block(hq.block, g.shape[1], "O (columns of g_y)")
+        hq_bits, hla_bits, hq_key = _check_bits(hq.bits), _check_bits(hla.bits), _check_key(hq.key)
+        if not isinstance(hla.tokens, int) or hla.tokens < 1 or g.shape[0] % hla.tokens:
+            raise ValueError(f"L = {g.shape[0]} is not a whole number of samples of T = {hla.tokens!r} positions")
+        if hla.rounding not in ("nearest", "stochastic"):
+            raise ValueError(f"rounding must be 'nearest' or 'stochastic', got {hla.rounding!r}")
+        stochastic = hla.rounding == "stochastic"
+        if stochastic and hla.key is None:
+            raise ValueError("stochastic rounding needs a hash key")
+        rows = lp_l1_rows(hla.rank)
+        fp8 = self._fp8_codes(g.device, hq_bits, g.shape[1])
+        codes, scale, g_codes_t, g_scale = _C.quantize_grad_output(
+            g,
+            hla.tokens,
+            hq.block,
+            hq_bits,
+            hq.granularity == "per_token",
+            hq_key,
+            fp8,
+            list(rows),
+            hla_bits,
+            hla.granularity == "per_channel",
+            stochastic,
+            _check_key(hla.key) if stochastic else 0,
+        )
+        codes = mark_4bit(codes) if hq_bits == 4 else codes
+        g_scale = g_scale.reshape(1, -1) if hla.granularity == "per_channel" else g_scale
+        return codes, scale, g_codes_t.t(), g_scale
+
+    def grad_output_bytes(self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec) -> int:
+        """Device-memory bytes :meth:`quantize_grad_output` reads and writes (its kernels, not the minimum)."""
+        length, channels = g_y.shape
+        proj_rows = length // hla.tokens * -(-hla.tokens // 16) * hla.rank
+        codes = length * channels + proj_rows * channels + 4 * (length + channels)  # codes, scales
+        reads = 2 if self.fuses_grad_output(g_y, hq, hla) else 3  # the unfused HLA path reads g_y twice too
+        return reads * g_y.numel() * g_y.element_size() + codes
 
     # --- g_w path -------------------------------------------------------------------------------
 

@@ -16,6 +16,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "memory": ("hot.analysis.memory", "training-memory analysis: the paper's accounting and measured bytes"),
     "gbops": ("hot.analysis.gbops", "backward-pass bit-operations (supplement Tables 2 and 5)"),
     "latency": ("hot.bench.latency", "per-layer backward latency on a GPU"),
+    "bench": (
+        "hot.bench.hopper",
+        "HOT against bf16 / torchao on a Hopper GPU: per-layer, kernels, end-to-end; one JSON",
+    ),
     "tables": ("hot.tables.cli", "regenerate the paper's tables from results"),
 }
 

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hot import HOTConfig, HOTLinear
+from hot.backends import HLASpec, HQSpec
 from hot.backends.reference import ReferenceBackend
 from hot.hadamard import block_hadamard, largest_block
 from hot.hla import lp_l1_rows
@@ -114,6 +115,62 @@ def test_hla_matches_cpu(kernel_backend, dtype, granularity, rounding, tokens, s
     _assert_bits(scale, ref_scale)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("hq_granularity", ["per_token", "per_tensor"])
+@pytest.mark.parametrize("hla_granularity", ["per_tensor", "per_channel"])
+@pytest.mark.parametrize("rounding", ["stochastic", "nearest"])
+@pytest.mark.parametrize(
+    ("tokens", "samples", "channels", "rank"),
+    [(197, 3, 768, 8), (49, 2, 40, 5), (16, 4, 8, 16), (197, 2, 2304, 8), (7, 3, 100, 3)],
+)
+def test_fused_grad_output_matches_both_quantisers(
+    kernel_backend, dtype, hq_granularity, hla_granularity, rounding, tokens, samples, channels, rank
+) -> None:
+    """One fused call gives the HQ and the HLA codes and scales of the two reference quantisers, bit for bit."""
+    g_y = _randn(tokens * samples, channels, seed=3 * tokens + channels, dtype=dtype)
+    block = largest_block(channels, 16)
+    hq = HQSpec(block, 4, hq_granularity, hash_key(1, 2, 3, Stream.GX_GRAD_OUTPUT))
+    key = hash_key(1, 2, 3, Stream.GW_GRAD_OUTPUT) if rounding == "stochastic" else None
+    hla = HLASpec(tokens, rank, "paper", 8, rounding, hla_granularity, key)
+    assert kernel_backend.fuses_grad_output(g_y, hq, hla)
+    got = kernel_backend.quantize_grad_output(g_y.to(CUDA), hq, hla)
+    want = REF.quantize_grad_output(g_y, hq, hla)
+    _assert_codes(got[0], want[0])
+    _assert_bits(got[1], want[1])
+    _assert_codes(got[2], want[2])
+    _assert_bits(got[3], want[3])
+
+
+@pytest.mark.parametrize("block", [1, 2, 4, 8, 16])
+def test_fused_grad_output_every_hadamard_block(kernel_backend, block: int) -> None:
+    g_y = _randn(3 * 50, 64, seed=block, dtype=torch.bfloat16)
+    hq = HQSpec(block, 4, "per_token", 11)
+    hla = HLASpec(50, 8, "paper", 8, "stochastic", "per_tensor", 12)
+    got = kernel_backend.quantize_grad_output(g_y.to(CUDA), hq, hla)
+    want = REF.quantize_grad_output(g_y, hq, hla)
+    for g, w in zip(got, want, strict=True):
+        (_assert_codes if w.dtype == torch.int8 else _assert_bits)(g, w)
+
+
+def test_fused_grad_output_falls_back_for_ragged_channels(kernel_backend) -> None:
+    g_y = _randn(2 * 20, 6, seed=5)
+    hq = HQSpec(2, 4, "per_token", 1)
+    hla = HLASpec(20, 8, "paper", 8, "stochastic", "per_tensor", 2)
+    assert not kernel_backend.fuses_grad_output(g_y, hq, hla)
+    got = kernel_backend.quantize_grad_output(g_y.to(CUDA), hq, hla)
+    for g, w in zip(got, REF.quantize_grad_output(g_y, hq, hla), strict=True):
+        (_assert_codes if w.dtype == torch.int8 else _assert_bits)(g, w)
+
+
+def test_grad_output_bytes_counts_two_reads(kernel_backend) -> None:
+    g_y = torch.empty(197 * 4, 768, dtype=torch.bfloat16)
+    hq = HQSpec(16, 4, "per_token", 1)
+    hla = HLASpec(197, 8, "paper", 8, "stochastic", "per_tensor", 2)
+    proj_rows = 4 * 13 * 8
+    want = 2 * g_y.numel() * 2 + g_y.numel() + proj_rows * 768 + 4 * (197 * 4 + 768)
+    assert kernel_backend.grad_output_bytes(g_y, hq, hla) == want
+
+
 def test_hla_official_blocking_falls_back_exactly(kernel_backend) -> None:
     t = _randn(2 * 24, 16, seed=4)
     ref_codes, ref_scale = REF.hla_quantize(t, 24, 8, "official", 8, "stochastic", "per_tensor", 9)
@@ -166,6 +223,26 @@ def test_hq_matmul_is_exact_integer_product(kernel_backend, gemm: str, m: int, k
     # unit scales: the dequantisation (acc · 1) · (block / block) leaves the int32 product unchanged
     out = backend.hq_matmul(a_dev, ones, b_dev, torch.tensor(float(block), device=CUDA), block)
     assert torch.equal(out.cpu(), exact)
+
+
+@pytest.mark.parametrize("gemm", _gemms())
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16])
+def test_hq_matmul_low_precision_output_rounds_the_float32_result(kernel_backend, gemm: str, out_dtype) -> None:
+    """out_dtype: the float32 g_x rounded once (in the FP8 GEMM's epilogue, or after dequantisation)."""
+    from hot_kernels import KernelBackend, mark_4bit
+
+    backend = KernelBackend(gemm=gemm)
+    m, k, n = 512, 768, 256
+    a, b = mark_4bit(_int_codes((m, k), -8, 7, 1).to(CUDA)), mark_4bit(_int_codes((k, n), -8, 7, 2).to(CUDA))
+    row = torch.rand(m, 1, device=CUDA) + 0.5
+    col = torch.tensor(0.37, device=CUDA)
+    want = backend.hq_matmul(a, row, b, col, 16)
+    got = backend.hq_matmul(a, row, b, col, 16, out_dtype=out_dtype)
+    assert got.dtype == out_dtype and got.shape == want.shape
+    # equal to the rounded float32 result except where the epilogue's scale product moves it across a
+    # rounding boundary: then by one unit in the last place of out_dtype
+    torch.testing.assert_close(got.float(), want.to(out_dtype).float(), rtol=2**-7, atol=0)
+    assert (got != want.to(out_dtype)).float().mean().item() < 1e-3
 
 
 @pytest.mark.parametrize("gemm", _gemms())

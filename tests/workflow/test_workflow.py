@@ -63,7 +63,9 @@ def test_full_config_dry_run_resolves_every_table(tmp_path: Path) -> None:
     assert f"{tmp_path}/tables/summary.md" in text
     blocks = _job_blocks(text)
     assert len(blocks["pretrain"]) == 85  # Table 4: 17 rows x 5 methods
-    assert {"kernels", "kernel_tests", "latency", "memory", "gbops", "finetune", "ablations"} <= set(blocks)
+    measured = {"kernels", "kernel_tests", "latency", "hopper_bench", "memory", "gbops", "finetune", "ablations"}
+    assert measured <= set(blocks)
+    assert f"{tmp_path}/results/bench/hopper.json" in text
 
 
 def test_embedded_dag_contains_every_rule(tmp_path: Path) -> None:

@@ -26,13 +26,13 @@ while [ $# -gt 0 ]; do
       echo "build: $(( $(date +%s) - start )) s for sm_${cap/./}"
       ;;
     test)
-      "$PY" -m pytest -q -m gpu tests/kernels -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" \
+      timeout "${TEST_TIMEOUT:-300}" "$PY" -m pytest -q -m gpu tests/kernels -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" \
         >"$OUT/gpu-tests.log" 2>&1 || true
       tail -15 "$OUT/gpu-tests.log"
       ;;
     bench)
       shift
-      "$PY" -m hot.cli bench --sections "$1" --out "$OUT/hopper-$(echo "$1" | tr ',' '-').json" 2>&1 \
+      "$PY" -m hot.cli bench ${BENCH_ARGS:-} --sections "$1" --out "$OUT/hopper-$(echo "$1" | tr ',' '-').json" 2>&1 \
         | tee "$OUT/bench-$(echo "$1" | tr ',' '-').log" | tail -60
       ;;
     variants)

@@ -82,7 +82,7 @@ def main() -> None:
     args = parser.parse_args()
     import hot_kernels
 
-    backend = hot_kernels.KernelBackend()
+    backend = hot_kernels.KernelBackend(fused_grad_output=True)
     rows = {name: layer_variants(backend, name, args.batch * TOKENS, args.reps) for name in LAYERS}
     write_json_atomic(args.out, {"environment": environment(), "L": args.batch * TOKENS, "layers": rows})
     keys = list(next(iter(rows.values())))

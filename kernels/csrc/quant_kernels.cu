@@ -300,23 +300,15 @@ __global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t i
   }
 }
 
-// Pass 2 (one block of kSawbBlocks threads, a fixed reduction tree): hot.quant.sawb_scale in float32
-// from the sums. One partial a thread: a serial loop over them took most of the weight quantiser's time.
-__global__ void sawb_finish(const double* partials, double numel, bool sawb4, int qmax, float* scale) {
-  __shared__ double p2[kSawbBlocks / 32], p1[kSawbBlocks / 32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const double s2w = warp_sum(partials[3 * threadIdx.x]), s1w = warp_sum(partials[3 * threadIdx.x + 1]);
-  const float amax = block_max(static_cast<float>(partials[3 * threadIdx.x + 2]));
-  if (lane == 0) {
-    p2[warp] = s2w;
-    p1[warp] = s1w;
-  }
-  __syncthreads();
+// Pass 2 (one block): hot.quant.sawb_scale in float32 from the sums.
+__global__ void sawb_finish(const double* partials, int count, double numel, bool sawb4, int qmax, float* scale) {
   if (threadIdx.x != 0) return;
   double s2 = 0.0, s1 = 0.0;
-  for (int i = 0; i < kSawbBlocks / 32; ++i) {
-    s2 += p2[i];
-    s1 += p1[i];
+  float amax = 0.0f;
+  for (int i = 0; i < count; ++i) {
+    s2 += partials[3 * i];
+    s1 += partials[3 * i + 1];
+    amax = fmaxf(amax, static_cast<float>(partials[3 * i + 2]));
   }
   float clip = amax;
   if (sawb4) {
@@ -354,7 +346,8 @@ void launch_weight(const T* w, int64_t out_rows, int64_t in_cols, int qmax, bool
                    float* scale, double* partials, cudaStream_t stream) {
   const int64_t groups = out_rows / N;
   sawb_partials<T, N><<<kSawbBlocks, kThreads, 0, stream>>>(w, groups, in_cols, partials);
-  sawb_finish<<<1, kSawbBlocks, 0, stream>>>(partials, static_cast<double>(out_rows * in_cols), sawb4, qmax, scale);
+  sawb_finish<<<1, 32, 0, stream>>>(partials, kSawbBlocks, static_cast<double>(out_rows * in_cols), sawb4, qmax,
+                                    scale);
   weight_quantize<T, N><<<grid_for(groups * in_cols), kThreads, 0, stream>>>(w, groups, in_cols, qmax, scale,
                                                                              fp8, codes_t);
 }

@@ -134,14 +134,20 @@ def _reference_acc(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 class KernelBackend:
-    """The ``real`` backend. ``gemm`` picks the integer GEMMs (``auto``: by the device's architecture)."""
+    """The ``real`` backend. ``gemm`` picks the integer GEMMs (``auto``: by the device's architecture).
+
+    ``fused_grad_output`` lets :meth:`quantize_grad_output` run the fused two-pass g_y kernel. It is off by
+    default until that kernel has passed its GPU tests (``tests/kernels``); off, the two proven quantisers
+    run, with the same results.
+    """
 
     name = "real"
 
-    def __init__(self, gemm: str = "auto") -> None:
+    def __init__(self, gemm: str = "auto", fused_grad_output: bool = False) -> None:
         if gemm not in GEMMS:
             raise ValueError(f"gemm must be one of {list(GEMMS)}, got {gemm!r}")
         self.gemm = gemm
+        self.fused_grad_output = fused_grad_output
 
     def gemm_for(self, device: torch.device) -> str:
         """The GEMM family used on ``device``."""
@@ -237,7 +243,8 @@ class KernelBackend:
     def fuses_grad_output(self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec) -> bool:
         """Whether :meth:`quantize_grad_output` runs the fused two-pass kernel (else the two quantisers)."""
         return (
-            g_y.dim() == 2
+            self.fused_grad_output
+            and g_y.dim() == 2
             and g_y.shape[1] % 4 == 0
             and hq.granularity in ("per_token", "per_tensor")
             and hla.blocking == "paper"

@@ -115,6 +115,12 @@ def test_hla_matches_cpu(kernel_backend, dtype, granularity, rounding, tokens, s
     _assert_bits(scale, ref_scale)
 
 
+def _fused(backend):
+    from hot_kernels import KernelBackend
+
+    return KernelBackend(gemm=backend.gemm, fused_grad_output=True)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("hq_granularity", ["per_token", "per_tensor"])
 @pytest.mark.parametrize("hla_granularity", ["per_tensor", "per_channel"])
@@ -132,8 +138,9 @@ def test_fused_grad_output_matches_both_quantisers(
     hq = HQSpec(block, 4, hq_granularity, hash_key(1, 2, 3, Stream.GX_GRAD_OUTPUT))
     key = hash_key(1, 2, 3, Stream.GW_GRAD_OUTPUT) if rounding == "stochastic" else None
     hla = HLASpec(tokens, rank, "paper", 8, rounding, hla_granularity, key)
-    assert kernel_backend.fuses_grad_output(g_y, hq, hla)
-    got = kernel_backend.quantize_grad_output(g_y.to(CUDA), hq, hla)
+    backend = _fused(kernel_backend)
+    assert backend.fuses_grad_output(g_y, hq, hla)
+    got = backend.quantize_grad_output(g_y.to(CUDA), hq, hla)
     want = REF.quantize_grad_output(g_y, hq, hla)
     _assert_codes(got[0], want[0])
     _assert_bits(got[1], want[1])
@@ -146,7 +153,7 @@ def test_fused_grad_output_every_hadamard_block(kernel_backend, block: int) -> N
     g_y = _randn(3 * 50, 64, seed=block, dtype=torch.bfloat16)
     hq = HQSpec(block, 4, "per_token", 11)
     hla = HLASpec(50, 8, "paper", 8, "stochastic", "per_tensor", 12)
-    got = kernel_backend.quantize_grad_output(g_y.to(CUDA), hq, hla)
+    got = _fused(kernel_backend).quantize_grad_output(g_y.to(CUDA), hq, hla)
     want = REF.quantize_grad_output(g_y, hq, hla)
     for g, w in zip(got, want, strict=True):
         (_assert_codes if w.dtype == torch.int8 else _assert_bits)(g, w)
@@ -156,8 +163,9 @@ def test_fused_grad_output_falls_back_for_ragged_channels(kernel_backend) -> Non
     g_y = _randn(2 * 20, 6, seed=5)
     hq = HQSpec(2, 4, "per_token", 1)
     hla = HLASpec(20, 8, "paper", 8, "stochastic", "per_tensor", 2)
-    assert not kernel_backend.fuses_grad_output(g_y, hq, hla)
-    got = kernel_backend.quantize_grad_output(g_y.to(CUDA), hq, hla)
+    backend = _fused(kernel_backend)
+    assert not backend.fuses_grad_output(g_y, hq, hla)
+    got = backend.quantize_grad_output(g_y.to(CUDA), hq, hla)
     for g, w in zip(got, REF.quantize_grad_output(g_y, hq, hla), strict=True):
         (_assert_codes if w.dtype == torch.int8 else _assert_bits)(g, w)
 
@@ -168,7 +176,7 @@ def test_grad_output_bytes_counts_two_reads(kernel_backend) -> None:
     hla = HLASpec(197, 8, "paper", 8, "stochastic", "per_tensor", 2)
     proj_rows = 4 * 13 * 8
     want = 2 * g_y.numel() * 2 + g_y.numel() + proj_rows * 768 + 4 * (197 * 4 + 768)
-    assert kernel_backend.grad_output_bytes(g_y, hq, hla) == want
+    assert _fused(kernel_backend).grad_output_bytes(g_y, hq, hla) == want
 
 
 def test_hla_official_blocking_falls_back_exactly(kernel_backend) -> None:
@@ -339,11 +347,17 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return (torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b)).item()
 
 
+@pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize(
     "cfg", [{}, {"gx_granularity": "per_tensor"}, {"abc": True}, {"gw_granularity": "per_channel"}]
 )
 @pytest.mark.parametrize(("tokens", "samples", "in_f", "out_f"), [(197, 2, 64, 96), (16, 3, 48, 32), (10, 1, 24, 40)])
-def test_hot_linear_real_equals_fake(kernel_backend, cfg: dict, tokens: int, samples: int, in_f: int, out_f: int):
+def test_hot_linear_real_equals_fake(
+    kernel_backend, monkeypatch, fused: bool, cfg: dict, tokens: int, samples: int, in_f: int, out_f: int
+):
+    from hot.backends import get_backend
+
+    monkeypatch.setattr(get_backend("real"), "fused_grad_output", fused)
     # weights on a 1/16 grid: the SAWB scale is exact in any summation order (see above)
     w = torch.randint(-8, 9, (out_f, in_f), generator=torch.Generator().manual_seed(out_f)).float() / 16
     x = _randn(tokens * samples, in_f, seed=in_f).to(CUDA)

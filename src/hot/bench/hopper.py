@@ -110,6 +110,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--equiv-steps", type=int, default=30, help="SGD steps of the equivalence check")
     parser.add_argument("--equiv-batch", type=int, default=64, help="images per batch of the equivalence check")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random tensors, models and data")
+    parser.add_argument(
+        "--fused-grad-output",
+        action="store_true",
+        help="let the real backend run the fused two-pass g_y quantiser (off by default until GPU-verified)",
+    )
 
 
 # --------------------------------------------------------------------------------------------- pure functions
@@ -810,6 +815,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"not measured: no GPU; wrote {args.out}")
         return 0
     torch.manual_seed(args.seed)
+    if args.fused_grad_output:
+        from hot.backends import get_backend
+
+        get_backend("real").fused_grad_output = True  # type: ignore[attr-defined]
     payload: dict[str, Any] = {
         "status": "partial",
         "environment": env,

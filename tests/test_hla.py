@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from hot.hadamard import hadamard_matrix
-from hot.hla import hla_basis, hla_project, lp_l1_pairs, lp_l1_rows, official_block
+from hot.hla import hla_basis, hla_project, lp_l1_pairs, lp_l1_rows, official_block, projected_rows
 
 WALSH = torch.tensor([[1, 1, 1, 1], [1, 1, -1, -1], [1, -1, -1, 1], [1, -1, 1, -1]], dtype=torch.float32)
 
@@ -86,3 +86,10 @@ def test_bad_input_raises():
         hla_project(torch.zeros(10, 3), 4, 8)
     with pytest.raises(ValueError, match="rank"):
         lp_l1_rows(0)
+
+
+def test_projected_rows_are_blocks_times_rank_per_sample() -> None:
+    assert projected_rows(128 * 197, 197, 8) == 128 * 13 * 8  # 197 positions pad to 13 blocks of 16
+    assert projected_rows(64, 32, 8) == 32  # whole blocks: exactly L/2 at rank 8
+    assert projected_rows(64, 32, 4) == 16
+    assert projected_rows(2 * 24, 24, 8, "official") == 2 * 3 * 4  # official block 8: rank round(8·8/16)

@@ -94,6 +94,19 @@ std::vector<at::Tensor> hq_quantize_weight(const at::Tensor& w, int64_t block, i
   return {codes_t, scale};
 }
 
+// The kept HLA basis rows, checked, and L checked to be whole samples of T: the projection has
+// samples x ceil(T / 16) x rank rows (returned through proj_rows).
+std::vector<int> hla_kept_rows(int64_t length, int64_t tokens, const std::vector<int64_t>& rows, int64_t& proj_rows) {
+  TORCH_CHECK(tokens >= 1 && length % tokens == 0, "L = ", num(length), " is not a whole number of samples of T = ",
+              num(tokens), " positions");
+  const int rank = static_cast<int>(rows.size());
+  TORCH_CHECK(rank >= 1 && rank <= 16, "HLA rank must be in 1..16, got ", num(rank));
+  std::vector<int> kept(rows.begin(), rows.end());
+  for (int r : kept) TORCH_CHECK(r >= 0 && r < 16, "HLA basis row must be in 0..15, got ", num(r));
+  proj_rows = (length / tokens) * ((tokens + 15) / 16) * rank;
+  return kept;
+}
+
 // (codes_t (C, R) int8 = the projection's codes transposed, scale (C) or ()).
 std::vector<at::Tensor> hla_quantize(const at::Tensor& t, int64_t tokens, const std::vector<int64_t>& rows,
                                      int64_t bits, bool stochastic, bool per_channel, int64_t key) {
@@ -102,15 +115,11 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, int64_t tokens, const 
   TORCH_CHECK(t.dim() == 2, "t must be 2-D (L, C), got ", num(t.dim()), "-D");
   TORCH_CHECK(t.numel() > 0, "t is empty");
   const auto type = float_type(t, "t");
-  TORCH_CHECK(tokens >= 1 && t.size(0) % tokens == 0, "L = ", num(t.size(0)),
-              " is not a whole number of samples of T = ", num(tokens), " positions");
-  const int rank = static_cast<int>(rows.size());
-  TORCH_CHECK(rank >= 1 && rank <= 16, "HLA rank must be in 1..16, got ", num(rank));
-  std::vector<int> kept(rows.begin(), rows.end());
-  for (int r : kept) TORCH_CHECK(r >= 0 && r < 16, "HLA basis row must be in 0..15, got ", num(r));
+  int64_t proj_rows = 0;
+  const std::vector<int> kept = hla_kept_rows(t.size(0), tokens, rows, proj_rows);
+  const int rank = static_cast<int>(kept.size());
   const int qmax = qmax_of(bits);
   const c10::cuda::CUDAGuard guard(t.device());
-  const int64_t blocks = (tokens + 15) / 16, proj_rows = (t.size(0) / tokens) * blocks * rank;
   auto opts = t.options();
   auto codes_t = at::empty({t.size(1), proj_rows}, opts.dtype(at::kChar));
   auto scale = per_channel ? at::empty({t.size(1)}, opts.dtype(at::kFloat)) : at::empty({}, opts.dtype(at::kFloat));
@@ -136,14 +145,10 @@ std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, int64_t toke
   const int64_t length = g_y.size(0), channels = g_y.size(1);
   check_block(block, channels, "O");
   TORCH_CHECK(channels % 4 == 0, "the fused g_y quantiser needs O a multiple of 4, got ", num(channels));
-  TORCH_CHECK(tokens >= 1 && length % tokens == 0, "L = ", num(length), " is not a whole number of samples of T = ",
-              num(tokens), " positions");
-  const int rank = static_cast<int>(rows.size());
-  TORCH_CHECK(rank >= 1 && rank <= 16, "HLA rank must be in 1..16, got ", num(rank));
-  std::vector<int> kept(rows.begin(), rows.end());
-  for (int r : kept) TORCH_CHECK(r >= 0 && r < 16, "HLA basis row must be in 0..15, got ", num(r));
+  int64_t proj_rows = 0;
+  const std::vector<int> kept = hla_kept_rows(length, tokens, rows, proj_rows);
+  const int rank = static_cast<int>(kept.size());
   const c10::cuda::CUDAGuard guard(g_y.device());
-  const int64_t proj_rows = (length / tokens) * ((tokens + 15) / 16) * rank;
   auto opts = g_y.options();
   auto f32 = opts.dtype(at::kFloat);
   auto hq_codes = at::empty({length, channels}, opts.dtype(fp8 ? at::kFloat8_e4m3fn : at::kChar));

@@ -7,12 +7,26 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace hot {
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxGrid = 4096;
+
+// f(std::integral_constant<int, N>) for the Hadamard block N in 1, 2, 4, 8, 16 (validated by the callers):
+// the kernels take N as a template parameter so every butterfly index is a constant.
+template <typename F>
+void with_hadamard_block(int block, F&& f) {
+  switch (block) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 8: return f(std::integral_constant<int, 8>{});
+    default: return f(std::integral_constant<int, 16>{});
+  }
+}
 
 __device__ __forceinline__ uint32_t fmix32(uint32_t h) {
   h ^= h >> 16;
@@ -229,24 +243,6 @@ void launch_hq_grad_output(const T* g, int64_t rows, int64_t cols, int qmax, boo
   }
 }
 
-template <typename T>
-void dispatch_hq_block(const T* g, int64_t rows, int64_t cols, int block, int qmax, bool per_token, uint32_t key,
-                       bool fp8, int8_t* codes, float* scale, uint32_t* amax_bits, cudaStream_t stream) {
-  switch (block) {
-    case 1:
-      return launch_hq_grad_output<T, 1>(g, rows, cols, qmax, per_token, key, fp8, codes, scale, amax_bits, stream);
-    case 2:
-      return launch_hq_grad_output<T, 2>(g, rows, cols, qmax, per_token, key, fp8, codes, scale, amax_bits, stream);
-    case 4:
-      return launch_hq_grad_output<T, 4>(g, rows, cols, qmax, per_token, key, fp8, codes, scale, amax_bits, stream);
-    case 8:
-      return launch_hq_grad_output<T, 8>(g, rows, cols, qmax, per_token, key, fp8, codes, scale, amax_bits, stream);
-    default:
-      return launch_hq_grad_output<T, 16>(g, rows, cols, qmax, per_token, key, fp8, codes, scale, amax_bits,
-                                          stream);
-  }
-}
-
 // --- g_x path: Q4(HT(W)) with SAWB --------------------------------------------------------------
 
 constexpr int kSawbBlocks = 256;
@@ -350,19 +346,6 @@ void launch_weight(const T* w, int64_t out_rows, int64_t in_cols, int qmax, bool
                                     scale);
   weight_quantize<T, N><<<grid_for(groups * in_cols), kThreads, 0, stream>>>(w, groups, in_cols, qmax, scale,
                                                                              fp8, codes_t);
-}
-
-template <typename T>
-void dispatch_weight(const T* w, int64_t out_rows, int64_t in_cols, int block, int qmax, bool sawb4, bool fp8,
-                     int8_t* codes_t,
-                     float* scale, double* partials, cudaStream_t stream) {
-  switch (block) {
-    case 1: return launch_weight<T, 1>(w, out_rows, in_cols, qmax, sawb4, fp8, codes_t, scale, partials, stream);
-    case 2: return launch_weight<T, 2>(w, out_rows, in_cols, qmax, sawb4, fp8, codes_t, scale, partials, stream);
-    case 4: return launch_weight<T, 4>(w, out_rows, in_cols, qmax, sawb4, fp8, codes_t, scale, partials, stream);
-    case 8: return launch_weight<T, 8>(w, out_rows, in_cols, qmax, sawb4, fp8, codes_t, scale, partials, stream);
-    default: return launch_weight<T, 16>(w, out_rows, in_cols, qmax, sawb4, fp8, codes_t, scale, partials, stream);
-  }
 }
 
 // --- g_w path: HLA projection + quantise along tokens ---------------------------------------------
@@ -724,18 +707,6 @@ void launch_grad_output(const T* g, HlaShape sh, const HlaRows& rows, const Grad
   grad_output_quantize<T, N><<<tiles, kHlaThreads, 0, stream>>>(g, sh, rows, q);
 }
 
-template <typename T>
-void dispatch_grad_output(const T* g, const HlaShape& sh, const HlaRows& rows, const GradOutputQuant& q,
-                          cudaStream_t stream) {
-  switch (q.block) {
-    case 1: return launch_grad_output<T, 1>(g, sh, rows, q, stream);
-    case 2: return launch_grad_output<T, 2>(g, sh, rows, q, stream);
-    case 4: return launch_grad_output<T, 4>(g, sh, rows, q, stream);
-    case 8: return launch_grad_output<T, 8>(g, sh, rows, q, stream);
-    default: return launch_grad_output<T, 16>(g, sh, rows, q, stream);
-  }
-}
-
 HlaRows hla_rows(const int* rows, int rank) {
   HlaRows kept{};
   for (int j = 0; j < rank; ++j) {
@@ -826,39 +797,42 @@ __global__ void pack_int4_kernel(const int8_t* __restrict__ in, int64_t rows, in
   }
 }
 
+template <typename P>
+using element_of = std::remove_const_t<std::remove_pointer_t<P>>;
+
+// f(const T*) with g's elements typed by `type`.
+template <typename F>
+void with_input_type(const void* g, InType type, F&& f) {
+  switch (type) {
+    case InType::F32: return f(static_cast<const float*>(g));
+    case InType::F16: return f(static_cast<const __half*>(g));
+    case InType::BF16: return f(static_cast<const __nv_bfloat16*>(g));
+  }
+}
+
 }  // namespace
 
 void hq_quantize_grad_output(const void* g_y, InType type, int64_t rows, int64_t cols, int block, int qmax,
                              bool per_token, uint32_t key, bool fp8, int8_t* codes, float* scale, uint32_t* amax_bits,
                              cudaStream_t stream) {
-  switch (type) {
-    case InType::F32:
-      return dispatch_hq_block(static_cast<const float*>(g_y), rows, cols, block, qmax, per_token, key, fp8,
-                               codes, scale, amax_bits, stream);
-    case InType::F16:
-      return dispatch_hq_block(static_cast<const __half*>(g_y), rows, cols, block, qmax, per_token, key, fp8,
-                               codes, scale, amax_bits, stream);
-    case InType::BF16:
-      return dispatch_hq_block(static_cast<const __nv_bfloat16*>(g_y), rows, cols, block, qmax, per_token, key, fp8,
-                               codes, scale, amax_bits, stream);
-  }
+  with_input_type(g_y, type, [&](auto g) {
+    with_hadamard_block(block, [&](auto n) {
+      launch_hq_grad_output<element_of<decltype(g)>, decltype(n)::value>(
+          g, rows, cols, qmax, per_token, key, fp8, codes, scale, amax_bits, stream);
+    });
+  });
 }
 
 int sawb_partials_size() { return 3 * kSawbBlocks; }
 
 void hq_quantize_weight(const void* w, InType type, int64_t out_rows, int64_t in_cols, int block, int qmax,
                         bool sawb4, bool fp8, int8_t* codes_t, float* scale, double* partials, cudaStream_t stream) {
-  switch (type) {
-    case InType::F32:
-      return dispatch_weight(static_cast<const float*>(w), out_rows, in_cols, block, qmax, sawb4, fp8, codes_t, scale,
-                             partials, stream);
-    case InType::F16:
-      return dispatch_weight(static_cast<const __half*>(w), out_rows, in_cols, block, qmax, sawb4, fp8, codes_t, scale,
-                             partials, stream);
-    case InType::BF16:
-      return dispatch_weight(static_cast<const __nv_bfloat16*>(w), out_rows, in_cols, block, qmax, sawb4, fp8, codes_t,
-                             scale, partials, stream);
-  }
+  with_input_type(w, type, [&](auto p) {
+    with_hadamard_block(block, [&](auto n) {
+      launch_weight<element_of<decltype(p)>, decltype(n)::value>(
+          p, out_rows, in_cols, qmax, sawb4, fp8, codes_t, scale, partials, stream);
+    });
+  });
 }
 
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, int64_t tokens, const int* rows,
@@ -866,17 +840,9 @@ void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, 
                   uint32_t* amax_bits, cudaStream_t stream) {
   const HlaRows kept = hla_rows(rows, rank);
   const HlaShape sh = hla_shape(length, channels, tokens, rank);
-  switch (type) {
-    case InType::F32:
-      return launch_hla(static_cast<const float*>(t), sh, kept, qmax, per_channel, stochastic, key, codes_t, scale,
-                        amax_bits, stream);
-    case InType::F16:
-      return launch_hla(static_cast<const __half*>(t), sh, kept, qmax, per_channel, stochastic, key, codes_t, scale,
-                        amax_bits, stream);
-    case InType::BF16:
-      return launch_hla(static_cast<const __nv_bfloat16*>(t), sh, kept, qmax, per_channel, stochastic, key, codes_t,
-                        scale, amax_bits, stream);
-  }
+  with_input_type(t, type, [&](auto p) {
+    launch_hla(p, sh, kept, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, stream);
+  });
 }
 
 void dequantize_i32(const int32_t* acc, int64_t m, int64_t n, const float* row, bool row_vec, const float* col,
@@ -911,11 +877,11 @@ void pack_int4(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pad, u
 void quantize_grad_output(const void* g_y, InType type, const GradOutputQuant& q, cudaStream_t stream) {
   const HlaRows kept = hla_rows(q.rows, q.rank);
   const HlaShape sh = hla_shape(q.length, q.channels, q.tokens, q.rank);
-  switch (type) {
-    case InType::F32: return dispatch_grad_output(static_cast<const float*>(g_y), sh, kept, q, stream);
-    case InType::F16: return dispatch_grad_output(static_cast<const __half*>(g_y), sh, kept, q, stream);
-    case InType::BF16: return dispatch_grad_output(static_cast<const __nv_bfloat16*>(g_y), sh, kept, q, stream);
-  }
+  with_input_type(g_y, type, [&](auto g) {
+    with_hadamard_block(q.block, [&](auto n) {
+      launch_grad_output<element_of<decltype(g)>, decltype(n)::value>(g, sh, kept, q, stream);
+    });
+  });
 }
 
 }  // namespace hot

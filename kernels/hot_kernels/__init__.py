@@ -113,6 +113,24 @@ def _check_key(key: object) -> int:
     return key
 
 
+def _hla_options(
+    length: int, tokens: object, rank: int, bits: object, rounding_mode: object, key: int | None
+) -> tuple[tuple[int, ...], int, bool]:
+    """Checked HLA arguments: the kept basis rows, the bit width and whether rounding is stochastic."""
+    from hot.hla import lp_l1_rows
+
+    if not isinstance(tokens, int) or tokens < 1 or length % tokens:
+        raise ValueError(f"L = {length} is not a whole number of samples of T = {tokens!r} positions")
+    rows = lp_l1_rows(rank)  # validates rank
+    bits = _check_bits(bits)
+    if rounding_mode not in ("nearest", "stochastic"):
+        raise ValueError(f"rounding must be 'nearest' or 'stochastic', got {rounding_mode!r}")
+    stochastic = rounding_mode == "stochastic"
+    if stochastic and key is None:
+        raise ValueError("stochastic rounding needs a hash key")
+    return rows, bits, stochastic
+
+
 def _round_up(n: int, m: int) -> int:
     return (n + m - 1) // m * m
 
@@ -256,8 +274,6 @@ class KernelBackend:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Q(HT(g_y)) for g_x and Q(P g_y) for g_w from two passes over g_y (a statistics pass, then one
         that writes both code sets), bit-identical to the two quantisers; other options run those."""
-        from hot.hla import lp_l1_rows
-
         if not self.fuses_grad_output(g_y, hq, hla):
             a = self.hq_quantize_grad_output(g_y, hq.block, hq.bits, hq.granularity, hq.key)
             g = self.hla_quantize(
@@ -266,15 +282,8 @@ class KernelBackend:
             return (*a, *g)
         g = _float_input(g_y, "g_y")
         _check_block(hq.block, g.shape[1], "O (columns of g_y)")
-        hq_bits, hla_bits, hq_key = _check_bits(hq.bits), _check_bits(hla.bits), _check_key(hq.key)
-        if not isinstance(hla.tokens, int) or hla.tokens < 1 or g.shape[0] % hla.tokens:
-            raise ValueError(f"L = {g.shape[0]} is not a whole number of samples of T = {hla.tokens!r} positions")
-        if hla.rounding not in ("nearest", "stochastic"):
-            raise ValueError(f"rounding must be 'nearest' or 'stochastic', got {hla.rounding!r}")
-        stochastic = hla.rounding == "stochastic"
-        if stochastic and hla.key is None:
-            raise ValueError("stochastic rounding needs a hash key")
-        rows = lp_l1_rows(hla.rank)
+        hq_bits, hq_key = _check_bits(hq.bits), _check_key(hq.key)
+        rows, hla_bits, stochastic = _hla_options(g.shape[0], hla.tokens, hla.rank, hla.bits, hla.rounding, hla.key)
         fp8 = self._fp8_codes(g.device, hq_bits, g.shape[1])
         codes, scale, g_codes_t, g_scale = _C.quantize_grad_output(
             g,
@@ -296,8 +305,10 @@ class KernelBackend:
 
     def grad_output_bytes(self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec) -> int:
         """Device-memory bytes :meth:`quantize_grad_output` reads and writes (its kernels, not the minimum)."""
+        from hot.hla import projected_rows
+
         length, channels = g_y.shape
-        proj_rows = length // hla.tokens * -(-hla.tokens // 16) * hla.rank
+        proj_rows = projected_rows(length, hla.tokens, hla.rank, hla.blocking)
         codes = length * channels + proj_rows * channels + 4 * (length + channels)  # codes, scales
         reads = 2 if self.fuses_grad_output(g_y, hq, hla) else 3  # the unfused HLA path reads g_y twice too
         return reads * g_y.numel() * g_y.element_size() + codes
@@ -315,20 +326,12 @@ class KernelBackend:
         granularity: str,
         key: int | None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        from hot.hla import BLOCKINGS, lp_l1_rows
+        from hot.hla import BLOCKINGS
 
         x = _float_input(t, "t")
-        if not isinstance(tokens, int) or tokens < 1 or x.shape[0] % tokens:
-            raise ValueError(f"L = {x.shape[0]} is not a whole number of samples of T = {tokens!r} positions")
         if blocking not in BLOCKINGS:
             raise ValueError(f"hla_blocking must be one of {list(BLOCKINGS)}, got {blocking!r}")
-        rows = lp_l1_rows(rank)  # validates rank
-        bits = _check_bits(bits)
-        if rounding_mode not in ("nearest", "stochastic"):
-            raise ValueError(f"rounding must be 'nearest' or 'stochastic', got {rounding_mode!r}")
-        stochastic = rounding_mode == "stochastic"
-        if stochastic and key is None:
-            raise ValueError("stochastic rounding needs a hash key")
+        rows, bits, stochastic = _hla_options(x.shape[0], tokens, rank, bits, rounding_mode, key)
         if blocking == "official" or granularity == "per_token":
             # The authors' blocking (block = largest power of two dividing T) and per-token HLA scales
             # are not in the kernel: exact through the reference ops on the CPU.

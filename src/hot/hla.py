@@ -68,6 +68,12 @@ def hla_block(tokens: int, blocking: str) -> int:
     raise ValueError(f"hla_blocking must be one of {BLOCKINGS}, got {blocking!r}")
 
 
+def projected_rows(length: int, tokens: int, rank: int, blocking: str = "paper") -> int:
+    """Rows of :func:`hla_project` of an (L, C) tensor: per sample, ceil(T / block) blocks × the kept rows (≈ L/2)."""
+    block = hla_block(tokens, blocking)
+    return (length // tokens) * -(-tokens // block) * len(block_rows(block, rank))
+
+
 def hla_project(t: torch.Tensor, tokens: int, rank: int, blocking: str = "paper") -> torch.Tensor:
     """Project a (L, C) tensor along L, per sample of ``tokens`` positions, onto the kept Hadamard rows.
 

@@ -97,10 +97,16 @@ class HOTMethod(Method):
             return (x,)
         return self._quantize_input(x, tokens)
 
+    @property
+    def _gw_granularity(self) -> str:
+        """The g_w path's scales: per channel, else one per tensor."""
+        return "per_channel" if self.config.gw_granularity == "per_channel" else "per_tensor"
+
     def _quantize_input(self, x: torch.Tensor, tokens: int) -> Saved:
         c = self.config
-        granularity = "per_channel" if c.gw_granularity == "per_channel" else "per_tensor"
-        return self.backend.hla_quantize(x, tokens, c.hla_rank, c.hla_blocking, c.gw_bits, "nearest", granularity, None)
+        return self.backend.hla_quantize(
+            x, tokens, c.hla_rank, c.hla_blocking, c.gw_bits, "nearest", self._gw_granularity, None
+        )
 
     def _gx_spec(self, g_y: torch.Tensor, weight: torch.Tensor, state: LayerState, keys: Keys) -> HQSpec:
         c = self.config
@@ -112,9 +118,14 @@ class HOTMethod(Method):
 
     def _gw_spec(self, tokens: int, keys: Keys) -> HLASpec:
         c = self.config
-        granularity = "per_channel" if c.gw_granularity == "per_channel" else "per_tensor"
         return HLASpec(
-            tokens, c.hla_rank, c.hla_blocking, c.gw_bits, c.gy_rounding, granularity, keys(Stream.GW_GRAD_OUTPUT)
+            tokens,
+            c.hla_rank,
+            c.hla_blocking,
+            c.gw_bits,
+            c.gy_rounding,
+            self._gw_granularity,
+            keys(Stream.GW_GRAD_OUTPUT),
         )
 
     def _hq_matmul(self, a: tuple, weight: torch.Tensor, block: int, out_dtype: torch.dtype) -> torch.Tensor:

@@ -57,12 +57,6 @@ def test_sections_parse_to_the_canonical_order() -> None:
     assert args.out == Path("results/bench/hopper.json") and args.warmup_steps == 5 and args.equiv_steps == 30
 
 
-def test_hla_rows_are_blocks_of_16_times_rank_per_sample() -> None:
-    assert hopper.hla_rows(128 * 197, 197) == 128 * 13 * 8  # 197 positions pad to 13 blocks of 16
-    assert hopper.hla_rows(64, 32) == 32  # whole blocks: exactly L/2 at rank 8
-    assert hopper.hla_rows(64, 32, rank=4) == 16
-
-
 def test_arithmetic_limit_by_hand() -> None:
     # L=1000, O=100, I=10, 500 HLA rows; FP8 at 1 TFLOP/s, copy at 100 GB/s, bf16 g_y:
     # t_fp8 = 2e6 / 1e12 s = 2 us, t_int8 = 1e6 / 1e12 s = 1 us,

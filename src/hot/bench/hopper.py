@@ -43,7 +43,7 @@ from hot.backends import HLASpec, HQSpec
 from hot.bench.latency import environment, time_us
 from hot.config import HOTConfig
 from hot.hadamard import largest_block
-from hot.hla import block_rows, hla_block
+from hot.hla import hla_block, projected_rows
 from hot.lqs import write_json_atomic
 from hot.methods import HOTMethod, Keys, LayerState, create_method
 from hot.rounding import Stream
@@ -118,12 +118,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # --------------------------------------------------------------------------------------------- pure functions
-
-
-def hla_rows(length: int, tokens: int, rank: int = 8, blocking: str = "paper") -> int:
-    """Rows of the HLA projection of an (L, C) tensor: per sample, ceil(T / block) blocks × the kept rows (≈ L/2)."""
-    block = hla_block(tokens, blocking)
-    return (length // tokens) * math.ceil(tokens / block) * len(block_rows(block, rank))
 
 
 def arithmetic_limit(
@@ -487,7 +481,7 @@ def measure_layer(
     keys, state = Keys(seed, 0, 0), LayerState(index=0)
     config, backend = method.config, method.backend
     hq, hla = _specs(config, out_f, TOKENS, keys)
-    rows = hla_rows(length, TOKENS, config.hla_rank, config.hla_blocking)
+    rows = projected_rows(length, TOKENS, config.hla_rank, config.hla_blocking)
     saved = method.pack_input(x, TOKENS, keys)  # the ABC codes: made in forward, read by backward
     modes: dict[str, str] = {}
     us: dict[str, float] = {}

@@ -160,6 +160,7 @@ class KernelBackend:
     """
 
     name = "real"
+    codes_transposed = True
 
     def __init__(self, gemm: str = "auto", fused_grad_output: bool = False) -> None:
         if gemm not in GEMMS:

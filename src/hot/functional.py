@@ -1,13 +1,24 @@
-"""Autograd functions: the exact forward of Linear / Conv2d with a HOT backward.
+"""HOT layers as two PyTorch custom ops, so that ``torch.compile`` keeps a converted model in one graph.
 
-Both reduce the layer to its GEMM view (``x`` (L, I), ``W`` (O, I), ``g_y`` (L, O)) and hand the two
-gradient GEMMs to the layer's :class:`hot.methods.Method`. The forward runs the unmodified op, so it
-is exact also under ``torch.autocast``. What is saved for backward: ``W`` if g_x is needed, and for g_w
-either x itself or, with ABC, only the method's packed codes. Nothing of x is kept for a frozen weight.
+``hot::layer_forward`` runs the unmodified Linear / Conv2d and, with ABC, packs the codes of x;
+``hot::layer_backward`` reduces the layer to its GEMM view (``x`` (L, I), ``W`` (O, I), ``g_y`` (L, O)) and
+hands the two gradient GEMMs to the layer's :class:`hot.methods.Method`. Both are opaque to the compiler:
+the per-layer state they use (the config, the hash step, the LQS decision) is read when they run, so a
+compiled graph neither bakes it in nor recompiles as it changes. The layer reaches them as an integer
+handle (:func:`register_layer`). The hash step of a forward travels to its backward as a 1-element int64
+CPU tensor.
+
+Under ``torch.autocast`` the caller passes the autocast dtype and the forward casts explicitly (what
+autocast does for linear and conv2d), so the result is the same eager and compiled. What is saved for
+backward: ``W``, and for g_w either x itself or, with ABC, only the method's packed codes. Nothing of x
+is kept for a frozen weight.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -15,6 +26,30 @@ import torch.nn.functional as F
 
 if TYPE_CHECKING:
     from .modules import HOTConv2d, HOTLinear
+
+    HOTLayer = HOTLinear | HOTConv2d
+
+# Device types with autocast, looked up once: torch.compile cannot trace the lookup.
+_AUTOCAST_DEVICES = frozenset(
+    d for d in ("cpu", "cuda", "xpu", "mps", "hpu", "mtia") if torch.amp.is_autocast_available(d)
+)
+
+_LAYERS: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_HANDLES = itertools.count()
+
+
+def register_layer(layer: HOTLayer) -> int:
+    """A new handle by which the ops find ``layer`` (held weakly)."""
+    handle = next(_HANDLES)
+    _LAYERS[handle] = layer
+    return handle
+
+
+def _layer(handle: int) -> HOTLayer:
+    layer = _LAYERS.get(handle)
+    if layer is None:
+        raise RuntimeError(f"HOT layer handle {handle} refers to a layer that no longer exists")
+    return layer
 
 
 def linear_tokens(shape: torch.Size) -> int:
@@ -27,95 +62,179 @@ def linear_tokens(shape: torch.Size) -> int:
     return tokens
 
 
-def _save_input(ctx: Any, layer: HOTLinear | HOTConv2d, x: torch.Tensor, weight: torch.Tensor, to2d: Any) -> None:
-    """Save W if g_x is needed; for g_w the ABC codes of x, or x itself (made 2-D only in backward)."""
-    if not weight.requires_grad:
-        saved: tuple = ()
-    elif layer.hot_config.abc:
-        saved = layer.hot_method.pack_input(to2d(x), ctx.tokens, ctx.keys)
-    else:
-        saved = (x,)
-    ctx.save_for_backward(weight if x.requires_grad else None, *saved)
-
-
-def _grads(ctx: Any, g2d: torch.Tensor, to2d: Any, gx_dtype: torch.dtype) -> tuple:
-    """g_x (2-D, in ``gx_dtype``), g_w (2-D, float32) and g_b (float32), each only where autograd asks for it."""
-    weight, *saved = ctx.saved_tensors
-    layer = ctx.layer
-    need_w = ctx.needs_input_grad[1]
-    packed: tuple = ()
-    if need_w:
-        packed = tuple(saved) if layer.hot_config.abc else (to2d(saved[0]),)
-    w2d = weight.reshape(weight.shape[0], -1) if ctx.needs_input_grad[0] else None
-    g_x, g_w = layer.hot_method.backward_gemms(
-        g2d, w2d, packed, ctx.tokens, layer.hot_state, ctx.keys, gx_dtype=gx_dtype
-    )
-    g_b = None
-    if ctx.has_bias and ctx.needs_input_grad[2]:
-        g_b = g2d.sum(0, dtype=torch.float64 if g2d.dtype == torch.float64 else torch.float32)
-    return g_x, g_w, g_b
-
-
-def _flatten_tokens(t: torch.Tensor) -> torch.Tensor:
-    return t.reshape(-1, t.shape[-1])
-
-
-class HOTLinearFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(
-        ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, layer: HOTLinear
-    ) -> torch.Tensor:
-        y = F.linear(x, weight, bias)
-        ctx.layer, ctx.keys = layer, layer.next_keys()
-        ctx.tokens = linear_tokens(x.shape)
-        ctx.x_shape, ctx.x_dtype, ctx.w_dtype = x.shape, x.dtype, weight.dtype
-        ctx.has_bias = bias is not None
-        _save_input(ctx, layer, x, weight, _flatten_tokens)
-        return y
-
-    @staticmethod
-    def backward(ctx: Any, g_y: torch.Tensor) -> tuple:
-        g_x, g_w, g_b = _grads(ctx, _flatten_tokens(g_y), _flatten_tokens, ctx.x_dtype)
-        if g_x is not None:
-            g_x = g_x.reshape(ctx.x_shape)
-        if g_w is not None:
-            g_w = g_w.to(ctx.w_dtype)
-        if g_b is not None:
-            g_b = g_b.to(ctx.w_dtype)
-        return g_x, g_w, g_b, None
-
-
 def unfold_input(x: torch.Tensor, layer: HOTConv2d) -> torch.Tensor:
     """im2col: (B, C, H, W) -> (B·H_out·W_out, C·kh·kw), output positions in raster order."""
     cols = F.unfold(x, layer.kernel_size, layer.dilation, layer.padding, layer.stride)
     return cols.transpose(1, 2).reshape(-1, cols.shape[1])
 
 
-class HOTConv2dFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(
-        ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, layer: HOTConv2d
-    ) -> torch.Tensor:
-        y = F.conv2d(x, weight, bias, layer.stride, layer.padding, layer.dilation, 1)
-        ctx.layer, ctx.keys = layer, layer.next_keys()
-        ctx.tokens = y.shape[-2] * y.shape[-1]
-        ctx.x_shape, ctx.x_dtype, ctx.w_dtype, ctx.w_shape = x.shape, x.dtype, weight.dtype, weight.shape
-        ctx.has_bias = bias is not None
-        _save_input(ctx, layer, x, weight, lambda t: unfold_input(t, layer))
-        return y
+def _is_conv(layer: HOTLayer) -> bool:
+    return isinstance(layer, torch.nn.Conv2d)
 
-    @staticmethod
-    def backward(ctx: Any, g_y: torch.Tensor) -> tuple:
-        layer = ctx.layer
-        g2d = g_y.permute(0, 2, 3, 1).reshape(-1, g_y.shape[1])
-        g_x, g_w, g_b = _grads(ctx, g2d, lambda t: unfold_input(t, layer), torch.float32)  # fold sums in fp32
-        if g_x is not None:
-            batch, _, height, width = ctx.x_shape
-            cols = g_x.reshape(batch, -1, g_x.shape[1]).transpose(1, 2)
-            g_x = F.fold(cols, (height, width), layer.kernel_size, layer.dilation, layer.padding, layer.stride)
-            g_x = g_x.to(ctx.x_dtype)
-        if g_w is not None:
-            g_w = g_w.reshape(ctx.w_shape).to(ctx.w_dtype)
-        if g_b is not None:
-            g_b = g_b.to(ctx.w_dtype)
-        return g_x, g_w, g_b, None
+
+def _input_2d(layer: HOTLayer, x: torch.Tensor) -> torch.Tensor:
+    return unfold_input(x, layer) if _is_conv(layer) else x.reshape(-1, x.shape[-1])
+
+
+def _tokens(layer: HOTLayer, x: torch.Tensor, y: torch.Tensor) -> int:
+    return y.shape[-2] * y.shape[-1] if _is_conv(layer) else linear_tokens(x.shape)
+
+
+def _cast(t: torch.Tensor | None, dtype: torch.dtype | None) -> torch.Tensor | None:
+    return t if t is None or dtype is None or not t.is_floating_point() else t.to(dtype)
+
+
+def _layer_output(
+    layer: HOTLayer, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, dtype: torch.dtype | None
+) -> torch.Tensor:
+    """The exact Linear / Conv2d, computed in ``dtype`` (the autocast dtype, cast here) or the inputs' own."""
+    x, weight, bias = _cast(x, dtype), _cast(weight, dtype), _cast(bias, dtype)
+    device = x.device.type
+    with contextlib.ExitStack() as stack:
+        if device in _AUTOCAST_DEVICES:
+            stack.enter_context(torch.autocast(device, enabled=False))
+        if _is_conv(layer):
+            return F.conv2d(x, weight, bias, layer.stride, layer.padding, layer.dilation, 1)
+        return F.linear(x, weight, bias)
+
+
+def _forward_outputs(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    handle: int,
+    compute_dtype: torch.dtype | None,
+    save: str,
+    tracing: bool,
+) -> list[torch.Tensor]:
+    """``layer_forward``'s outputs; ``tracing``: shaped alike, without advancing the step or quantising."""
+    layer = _layer(handle)
+    y = _layer_output(layer, x, weight, bias, compute_dtype)
+    keys = None if tracing else layer.next_keys()
+    step = torch.empty(1, dtype=torch.int64, device="cpu") if keys is None else torch.tensor([keys.step])
+    if save != "codes":
+        return [y, step]
+    rows, tokens = _input_2d(layer, x), _tokens(layer, x, y)
+    if keys is None:
+        return [y, step, *layer.hot_method.packed_input_like(rows, tokens)]
+    return [y, step, *layer.hot_method.pack_input(rows, tokens, keys)]
+
+
+@torch.library.custom_op("hot::layer_forward", mutates_args=())
+def layer_forward(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    handle: int,
+    compute_dtype: torch.dtype | None,
+    save: str,
+) -> list[torch.Tensor]:
+    """[y, hash step, *ABC codes]: the layer's exact output, the step its backward uses, what ABC keeps."""
+    return _forward_outputs(x, weight, bias, handle, compute_dtype, save, tracing=False)
+
+
+@layer_forward.register_fake
+def _layer_forward_fake(*args: Any) -> list[torch.Tensor]:
+    return _forward_outputs(*args, tracing=True)
+
+
+def _setup_forward(ctx: Any, inputs: tuple, output: list[torch.Tensor]) -> None:
+    x, weight, bias, handle, _, save = inputs
+    _, step, *packed = output
+    ctx.handle, ctx.x_shape, ctx.x_dtype, ctx.has_bias = handle, x.shape, x.dtype, bias is not None
+    saved = packed if save == "codes" else [x] if save == "input" else []
+    ctx.save_for_backward(weight, step, *saved)
+
+
+def _backward(ctx: Any, grads: list[torch.Tensor]) -> tuple:
+    weight, step, *saved = ctx.saved_tensors
+    needs = [bool(n) for n in ctx.needs_input_grad[:3]]
+    g_x, g_w, g_b = layer_backward(grads[0], weight, saved, step, ctx.handle, list(ctx.x_shape), ctx.x_dtype, needs)
+    return g_x if needs[0] else None, g_w if needs[1] else None, g_b if needs[2] else None, None, None, None
+
+
+layer_forward.register_autograd(_backward, setup_context=_setup_forward)
+
+
+def _grad_output_2d(layer: HOTLayer, g_y: torch.Tensor) -> torch.Tensor:
+    return g_y.permute(0, 2, 3, 1).reshape(-1, g_y.shape[1]) if _is_conv(layer) else g_y.reshape(-1, g_y.shape[-1])
+
+
+@torch.library.custom_op("hot::layer_backward", mutates_args=())
+def layer_backward(
+    g_y: torch.Tensor,
+    weight: torch.Tensor,
+    saved: list[torch.Tensor],
+    step: torch.Tensor,
+    handle: int,
+    x_shape: list[int],
+    x_dtype: torch.dtype,
+    needs: list[bool],
+) -> list[torch.Tensor]:
+    """[g_x, g_w, g_b] of one layer, an empty tensor for each one ``needs`` does not ask for."""
+    from .methods import Keys
+
+    layer = _layer(handle)
+    conv = _is_conv(layer)
+    g2d = _grad_output_2d(layer, g_y)
+    if conv:
+        tokens = g_y.shape[-2] * g_y.shape[-1]
+        to2d = lambda t: unfold_input(t, layer)  # noqa: E731
+    else:
+        tokens = linear_tokens(torch.Size(x_shape))
+        to2d = lambda t: t.reshape(-1, t.shape[-1])  # noqa: E731
+    keys = Keys(layer.hot_config.seed, layer.hot_state.index, int(step.item()))
+    packed: tuple = ()
+    if needs[1] and saved:
+        packed = tuple(saved) if layer.hot_config.abc else (to2d(saved[0]),)
+    w2d = weight.reshape(weight.shape[0], -1) if needs[0] else None
+    # Conv's g_x is folded (overlapping columns summed) in float32.
+    gx_dtype = torch.float32 if conv else x_dtype
+    g_x, g_w = layer.hot_method.backward_gemms(g2d, w2d, packed, tokens, layer.hot_state, keys, gx_dtype=gx_dtype)
+    empty = g_y.new_empty(0)
+    if g_x is None:
+        g_x = empty
+    elif conv:
+        batch, _, height, width = x_shape
+        cols = g_x.reshape(batch, -1, g_x.shape[1]).transpose(1, 2)
+        g_x = F.fold(cols, (height, width), layer.kernel_size, layer.dilation, layer.padding, layer.stride)
+        g_x = g_x.to(x_dtype)
+    else:
+        g_x = g_x.reshape(x_shape)
+    g_w = empty.clone() if g_w is None else g_w.reshape(weight.shape).to(weight.dtype)
+    g_b = empty.clone()
+    if needs[2]:
+        g_b = g2d.sum(0, dtype=torch.float64 if g2d.dtype == torch.float64 else torch.float32).to(weight.dtype)
+    return [g_x, g_w, g_b]
+
+
+@layer_backward.register_fake
+def _layer_backward_fake(
+    g_y: torch.Tensor,
+    weight: torch.Tensor,
+    saved: list[torch.Tensor],
+    _step: torch.Tensor,
+    _handle: int,
+    x_shape: list[int],
+    x_dtype: torch.dtype,
+    needs: list[bool],
+) -> list[torch.Tensor]:
+    empty = g_y.new_empty(0)
+    g_x = g_y.new_empty(x_shape, dtype=x_dtype) if needs[0] else empty
+    g_w = torch.empty_like(weight) if needs[1] and saved else empty.clone()
+    g_b = weight.new_empty(weight.shape[0]) if needs[2] else empty.clone()
+    return [g_x, g_w, g_b]
+
+
+def hot_layer_forward(layer: HOTLayer, x: torch.Tensor) -> torch.Tensor:
+    """The layer's output through ``hot::layer_forward`` (its backward is HOT's)."""
+    device = x.device.type
+    autocast = device in _AUTOCAST_DEVICES and torch.is_autocast_enabled(device)
+    dtype = torch.get_autocast_dtype(device) if autocast else None
+    if not layer.weight.requires_grad:
+        save = "none"
+    elif layer.hot_config.abc:
+        save = "codes"
+    else:
+        save = "input"
+    return layer_forward(x, layer.weight, layer.bias, layer.hot_handle, dtype, save)[0]

@@ -13,17 +13,27 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from .hadamard import block_hadamard, hadamard_matrix
+from .hadamard import block_hadamard, hadamard_matrix, is_power_of_two
 
 HLA_BLOCK = 16
 BLOCKINGS = ("paper", "official")
 
 
-def sequency_order(n: int) -> list[int]:
-    """Row indices of Sylvester ``H_n`` sorted by sequency (number of sign changes)."""
-    h = hadamard_matrix(n)
-    changes = (h[:, 1:] != h[:, :-1]).sum(dim=1).tolist()
-    return sorted(range(n), key=lambda row: changes[row])
+@functools.cache
+def sequency_order(n: int) -> tuple[int, ...]:
+    """Row indices of Sylvester ``H_n`` sorted by sequency (number of sign changes).
+
+    Plain integers, no tensors: ``H_n[i, j] = (-1)^popcount(i & j)``, so tracing (torch.compile's fake
+    tensors) never has to read tensor data here.
+    """
+    if not is_power_of_two(n):
+        raise ValueError(f"Hadamard size must be a power of two, got n={n}")
+
+    def negative(i: int, j: int) -> bool:
+        return bin(i & j).count("1") % 2 == 1
+
+    changes = [sum(negative(i, j) != negative(i, j + 1) for j in range(n - 1)) for i in range(n)]
+    return tuple(sorted(range(n), key=changes.__getitem__))
 
 
 @functools.cache

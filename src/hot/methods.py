@@ -15,7 +15,7 @@ from . import rounding
 from .backends import HLASpec, HQSpec, get_backend
 from .config import HOTConfig
 from .hadamard import block_hadamard, largest_block
-from .hla import HLA_BLOCK, block_rows, hla_block, hla_project
+from .hla import HLA_BLOCK, block_rows, hla_block, hla_project, projected_rows
 from .quant import fake_quantize, quantize, quantize_luq, sawb_scale
 from .rounding import Stream
 
@@ -96,6 +96,17 @@ class HOTMethod(Method):
         if not self.config.abc:
             return (x,)
         return self._quantize_input(x, tokens)
+
+    def packed_input_like(self, x: torch.Tensor, tokens: int) -> Saved:
+        """Uninitialised tensors laid out as :meth:`pack_input`'s codes and scale (what the compiler traces with)."""
+        c = self.config
+        rows, channels = projected_rows(x.shape[0], tokens, c.hla_rank, c.hla_blocking), x.shape[1]
+        if self.backend.codes_transposed:
+            codes = x.new_empty((channels, rows), dtype=torch.int8).t()
+        else:
+            codes = x.new_empty((rows, channels), dtype=torch.int8)
+        per_channel = self._gw_granularity == "per_channel"
+        return codes, x.new_empty((1, channels) if per_channel else (), dtype=torch.float32)
 
     @property
     def _gw_granularity(self) -> str:

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import HOTConfig
-from .functional import HOTConv2dFunction, HOTLinearFunction
+from .functional import hot_layer_forward, register_layer
 from .methods import Keys, LayerState, create_method
 
 
@@ -24,6 +24,11 @@ class HOTLayerMixin:
         self.hot_config = config
         self.hot_method = create_method(config)
         self.hot_state = LayerState(index=index)
+        self.hot_handle = register_layer(self)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)  # type: ignore[misc]
+        self.hot_handle = register_layer(self)  # a copy (deepcopy, pickle) is a layer of its own
 
     def set_hot_config(self, config: HOTConfig) -> None:
         """Swap the config (e.g. INT8 warm-up to INT4), keeping step and LQS decision."""
@@ -65,7 +70,7 @@ class HOTLinear(HOTLayerMixin, nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._uses_hot_backward(x):
-            return HOTLinearFunction.apply(x, self.weight, self.bias, self)
+            return hot_layer_forward(self, x)
         return F.linear(x, self.weight, self.bias)
 
 
@@ -105,7 +110,7 @@ class HOTConv2d(HOTLayerMixin, nn.Conv2d):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._uses_hot_backward(x):
-            return HOTConv2dFunction.apply(x, self.weight, self.bias, self)
+            return hot_layer_forward(self, x)
         return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, 1)
 
 

@@ -369,6 +369,48 @@ def test_hot_linear_real_equals_fake(
     assert _rel(gw_real, gw_fake) < 1e-6
 
 
+@pytest.mark.parametrize("gw_granularity", ["per_tensor", "per_channel"])
+def test_packed_input_like_matches_the_real_codes(kernel_backend, gw_granularity: str) -> None:
+    """What torch.compile traces with is laid out as what the kernels return (shape, stride, dtype)."""
+    from hot.methods import create_method
+
+    method = create_method(HOTConfig(backend="real", abc=True, gw_granularity=gw_granularity))
+    x = _randn(3 * 197, 96, seed=5).to(CUDA)
+    real = method.pack_input(x, 197, None)
+    like = method.packed_input_like(x, 197)
+    assert [(t.shape, t.stride(), t.dtype, t.device) for t in like] == [
+        (t.shape, t.stride(), t.dtype, t.device) for t in real
+    ]
+
+
+def test_compiled_real_training_step_equals_eager(kernel_backend) -> None:
+    import copy
+
+    import torch._dynamo as dynamo
+
+    from hot import convert
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).to(CUDA)
+    eager = convert(net, HOTConfig(backend="real", abc=True))
+    compiled = copy.deepcopy(eager)
+    x = _randn(4 * 197, 64, seed=3).to(CUDA).reshape(4, 197, 64)
+
+    def grads(model: torch.nn.Module, run) -> list[torch.Tensor]:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            run(x).float().square().mean().backward()
+        return [p.grad for p in model.parameters()]
+
+    dynamo.reset()
+    explained = dynamo.explain(copy.deepcopy(eager))(x)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+    expected = grads(eager, eager)
+    # aot_eager: the same kernels as eager around the HOT ops, so the comparison can be exact
+    compiled_grads = grads(compiled, torch.compile(compiled, backend="aot_eager"))
+    for a, b in zip(compiled_grads, expected, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 # --- random and ragged shapes -------------------------------------------------------------------
 
 

@@ -38,6 +38,7 @@ class HLASpec:
 
 class Backend(Protocol):
     name: str
+    codes_transposed: bool  # HLA codes come back as the transpose of a (C, rows) tensor (K-major for the GEMM)
 
     def hq_quantize_grad_output(
         self, g_y: torch.Tensor, block: int, bits: int, granularity: str, key: int

@@ -16,6 +16,7 @@ from . import HLASpec, HQSpec
 
 class ReferenceBackend:
     name = "fake"
+    codes_transposed = False
 
     def hq_quantize_grad_output(
         self, g_y: torch.Tensor, block: int, bits: int, granularity: str, key: int

@@ -1,0 +1,118 @@
+"""HOT layers as custom ops: torch.compile keeps one graph, and compiled training is eager training."""
+
+import copy
+import gc
+
+import pytest
+import timm
+import torch
+import torch._dynamo as dynamo
+import torch.nn.functional as F
+from torch import nn
+
+import hot
+from hot.config import preset
+from hot.functional import layer_forward
+from hot.modules import HOTLinear
+
+
+class SmallCNN(nn.Module):
+    """A conv stem and a linear head: both HOT layer kinds in one graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 3, padding=1)
+        self.head = nn.Linear(16 * 8 * 8, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(F.relu(self.conv(x)).flatten(1))
+
+
+def small_vit() -> nn.Module:
+    return timm.create_model("vit_tiny_patch16_224", num_classes=10, img_size=32, patch_size=4, depth=2)
+
+
+MODELS = {"vit": (small_vit, (4, 3, 32, 32)), "cnn": (SmallCNN, (4, 3, 8, 8))}
+
+
+def converted(model: str, method: str) -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    make, shape = MODELS[model]
+    return hot.convert(make().train(), preset(method)), torch.randn(shape)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("method", ["hot", "hot_abc", "hot_abc_lqs", "luq"])
+def test_converted_model_is_one_graph(model, method):
+    net, x = converted(model, method)
+    dynamo.reset()
+    explained = dynamo.explain(net)(x)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+
+
+def train(net: nn.Module, x: torch.Tensor, steps: int, compiled: bool, amp: bool) -> list[float]:
+    labels = torch.arange(x.shape[0]) % 10
+    run = torch.compile(net, backend="aot_eager") if compiled else net
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    losses = []
+    for _ in range(steps):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            loss = F.cross_entropy(run(x), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("amp", [False, True], ids=["fp32", "bf16_autocast"])
+def test_compiled_training_is_eager_training(model, amp):
+    """Same seed, same hash steps, same codes: the compiled steps are bit for bit the eager ones, with no recompile."""
+    eager, x = converted(model, "hot_abc")
+    compiled = copy.deepcopy(eager)
+    expected = train(eager, x, 3, compiled=False, amp=amp)
+    dynamo.reset()
+    with dynamo.config.patch(error_on_recompile=True):
+        assert train(compiled, x, 3, compiled=True, amp=amp) == expected
+    for (name, a), b in zip(eager.named_parameters(), compiled.parameters(), strict=True):
+        assert torch.equal(a, b), name
+    assert [layer.hot_state.step for _, layer in hot.hot_layers(compiled)] == [3] * len(list(hot.hot_layers(eager)))
+
+
+def test_autocast_output_dtype_and_gradient_dtypes():
+    net, x = converted("vit", "hot_abc")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = net(x)
+    assert out.dtype == torch.bfloat16
+    out.float().sum().backward()
+    assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in net.parameters())
+
+
+def test_a_copy_is_a_layer_of_its_own():
+    """deepcopy re-registers: the copy's backward reads the copy's state, not the original's."""
+    net, x = converted("cnn", "hot")
+    twin = copy.deepcopy(net)
+    assert net.head.hot_handle != twin.head.hot_handle
+    twin(x).sum().backward()
+    assert (net.head.hot_state.step, twin.head.hot_state.step) == (0, 1)
+
+
+def test_a_handle_outliving_its_layer_is_an_error():
+    layer = HOTLinear.from_float(nn.Linear(4, 4), preset("hot"), 0)
+    handle = layer.hot_handle
+    del layer
+    gc.collect()
+    w = torch.randn(4, 4)
+    with pytest.raises(RuntimeError, match=f"handle {handle} refers to a layer that no longer exists"):
+        layer_forward(torch.randn(2, 4), w, None, handle, None, "input")
+
+
+def test_layer_forward_op_passes_opcheck():
+    layer = HOTLinear.from_float(nn.Linear(32, 16), preset("hot_abc"), 0)
+    x = torch.randn(2, 16, 32, requires_grad=True)
+    torch.library.opcheck(
+        layer_forward,
+        (x, layer.weight, layer.bias, layer.hot_handle, None, "codes"),
+        test_utils=("test_schema", "test_faketensor", "test_autograd_registration"),
+    )

@@ -231,6 +231,9 @@ def hot_layer_forward(layer: HOTLayer, x: torch.Tensor) -> torch.Tensor:
     device = x.device.type
     autocast = device in _AUTOCAST_DEVICES and torch.is_autocast_enabled(device)
     dtype = torch.get_autocast_dtype(device) if autocast else None
+    # x is cast here, where autograd sees it: the op saves (or packs) and differentiates the x its GEMM
+    # reads, and g_x leaves the backward in that dtype (the FP8 GEMM's epilogue writes it directly).
+    x = _cast(x, dtype)
     if not layer.weight.requires_grad:
         save = "none"
     elif layer.hot_config.abc:

@@ -88,3 +88,21 @@ def test_cli_writes_json_and_csv(tmp_path):
     }
     assert payload["environment"]["torch"]
     assert out.with_suffix(".csv").read_text().startswith("accounting,")
+
+
+def test_measured_under_bf16_autocast_keeps_what_autocast_saves():
+    """Under bf16 autocast FP keeps the bf16 casts of each Linear's input and weight; HOT the input's cast
+    only (it quantises W from the fp32 parameter), HOT+ABC codes instead."""
+    methods = ["fp", "hot", "hot_abc"]
+    fp32 = _by_method(memory.measured_accounting("vit_tiny_patch16_224", 2, 10, methods, "cpu"))
+    bf16 = _by_method(memory.measured_accounting("vit_tiny_patch16_224", 2, 10, methods, "cpu", autocast="bf16"))
+    assert bf16["fp"]["autocast"] == "bf16"
+    saved = {method: row["activation_bytes"] for method, row in bf16.items()}
+    assert saved["hot_abc"] < saved["hot"] < saved["fp"] < fp32["fp"]["activation_bytes"]
+
+
+def test_autocast_on_meta_is_an_error():
+    with pytest.raises(ValueError, match="meta device has no autocast"):
+        memory.measured_accounting("vit_tiny_patch16_224", 2, 10, ["fp"], "meta", autocast="bf16")
+    with pytest.raises(ValueError, match="--autocast must be one of"):
+        memory.measured_accounting("vit_tiny_patch16_224", 2, 10, ["fp"], "cpu", autocast="fp8")

@@ -4,7 +4,9 @@
 parameters, plus the output of every Linear/Conv at 4 bytes per element, or at the ABC code size for HOT+ABC; with
 their quirk that ``qkv`` parameters count three times and ``qkv`` outputs four times.
 ``measured``: every tensor autograd actually saves for backward (deduplicated by storage, parameters excluded), plus
-parameters, gradients and AdamW state; on CUDA also the peak allocated memory of one full training step.
+parameters, gradients and AdamW state; on CUDA also the peak allocated memory of one full training step. With
+``--autocast bf16`` the forward runs under ``torch.autocast`` (what a user trains with on a GPU), which also saves
+autocast's low-precision copies of the weights once per step, whatever the batch.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -30,6 +32,7 @@ FP32_BYTES = 4
 ADAMW_STATES = 2  # exp_avg and exp_avg_sq
 ACCOUNTINGS = ("paper", "measured")
 DEVICES = ("cpu", "meta", "cuda")
+AUTOCAST_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def abc_bytes_per_element(config: HOTConfig) -> float:
@@ -179,10 +182,19 @@ def measured_accounting(
     methods: list[str],
     device: str = "meta",
     image_size: int | None = None,
+    autocast: str = "none",
 ) -> list[dict[str, Any]]:
-    """Saved-for-backward bytes of one forward per method plus parameter state; on CUDA also a step's peak."""
+    """Saved-for-backward bytes of one forward per method plus parameter state; on CUDA also a step's peak.
+
+    ``autocast`` (``none``, ``bf16``, ``fp16``) runs the forward under ``torch.autocast`` (not on ``meta``).
+    """
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda asked for, but no CUDA device is available")
+    if autocast not in AUTOCAST_DTYPES:
+        raise ValueError(f"--autocast must be one of {list(AUTOCAST_DTYPES)}, got {autocast!r}")
+    amp_dtype = AUTOCAST_DTYPES[autocast]
+    if amp_dtype is not None and device == "meta":
+        raise ValueError("--autocast needs --device cpu or cuda: the meta device has no autocast")
     rows = []
     for method in methods:
         config = preset(method)
@@ -195,11 +207,13 @@ def measured_accounting(
         if device == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        output, saved = saved_tensor_bytes(model, image, config.gw_bits / 8)  # one code per kept row element
+        with torch.autocast(device, dtype=amp_dtype) if amp_dtype is not None else nullcontext():
+            output, saved = saved_tensor_bytes(model, image, config.gw_bits / 8)  # one code per kept row element
         parts = {**_parameter_rows(model, qkv_quirk=False), "activation_bytes": saved["packed"]}
         row = _row("measured", model_name, method, batch_size, size, parts)
         row["activation_stored_bytes"] = saved["stored"]
         row["device"] = device
+        row["autocast"] = autocast
         if device == "cuda":
             row["cuda_peak_bytes"] = _cuda_step_peak(model, output, num_classes)
             row["cuda_peak_gb"] = round(_gb(row["cuda_peak_bytes"]), 4)
@@ -240,6 +254,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device", choices=DEVICES, default="meta", help="where 'measured' runs; meta counts without allocating"
     )
+    parser.add_argument(
+        "--autocast",
+        choices=list(AUTOCAST_DTYPES),
+        default="none",
+        help="run the measured forward under torch.autocast in this dtype (cpu or cuda)",
+    )
     parser.add_argument("--out", required=True, help="results JSON (a CSV is written beside it)")
 
 
@@ -260,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
             rows += paper_accounting(args.model, args.batch_size, args.num_classes, methods, args.image_size)
         if "measured" in accountings:
             rows += measured_accounting(
-                args.model, args.batch_size, args.num_classes, methods, args.device, args.image_size
+                args.model, args.batch_size, args.num_classes, methods, args.device, args.image_size, args.autocast
             )
     except ValueError as err:
         print(f"hot memory: error: {err}", file=sys.stderr)

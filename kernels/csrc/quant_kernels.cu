@@ -1,6 +1,7 @@
 // Transform + quantise kernels of HOT. Every float operation is an explicit IEEE round-to-nearest
 // intrinsic in the same order as the PyTorch reference (src/hot/), so the codes are bit-identical.
 #include "hot_kernels.h"
+#include "quant_scalar.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -26,20 +27,6 @@ void with_hadamard_block(int block, F&& f) {
     case 8: return f(std::integral_constant<int, 8>{});
     default: return f(std::integral_constant<int, 16>{});
   }
-}
-
-__device__ __forceinline__ uint32_t fmix32(uint32_t h) {
-  h ^= h >> 16;
-  h *= 0x85EBCA6Bu;
-  h ^= h >> 13;
-  h *= 0xC2B2AE35u;
-  return h ^ (h >> 16);
-}
-
-// hot.rounding.uniform: 24 random bits times 2^-24 (exact in float32).
-__device__ __forceinline__ float hash_uniform(uint64_t index, uint32_t key) {
-  const uint32_t h = fmix32(fmix32(static_cast<uint32_t>(index)) ^ key);
-  return __fmul_rn(__uint2float_rn(h >> 8), 5.9604644775390625e-08f);
 }
 
 __device__ __forceinline__ float to_float(float v) { return v; }
@@ -94,28 +81,28 @@ __device__ __forceinline__ void butterfly(float (&v)[N]) {
   }
 }
 
-// absmax_scale: amax / qmax, or 1 for an all-zero group.
-__device__ __forceinline__ float absmax_to_scale(float amax, int qmax) {
-  return amax > 0.0f ? __fdiv_rn(amax, static_cast<float>(qmax)) : 1.0f;
-}
-
-__device__ __forceinline__ int8_t stochastic_code(float v, float scale, float u, int qmax) {
-  const float q = floorf(__fadd_rn(__fdiv_rn(v, scale), u));
-  return static_cast<int8_t>(fminf(fmaxf(q, -static_cast<float>(qmax)), static_cast<float>(qmax)));
-}
-
-__device__ __forceinline__ int8_t nearest_code(float v, float scale, int qmax) {
-  const float q = rintf(__fdiv_rn(v, scale));  // torch.round: half to even
-  return static_cast<int8_t>(fminf(fmaxf(q, -static_cast<float>(qmax)), static_cast<float>(qmax)));
-}
-
 // Codes as the GEMM's operand bytes: int8, or e4m3 (every integer in -8..7 is exact) for the FP8 GEMM.
 template <int N>
 __device__ __forceinline__ void to_operand(int8_t (&q)[N], bool fp8) {
   if (!fp8) return;
 #pragma unroll
-  for (int k = 0; k < N; ++k) {
-    q[k] = static_cast<int8_t>(__nv_cvt_float_to_fp8(static_cast<float>(q[k]), __NV_SATFINITE, __NV_E4M3));
+  for (int k = 0; k < N; ++k) q[k] = static_cast<int8_t>(e4m3_of_code(static_cast<float>(q[k])));
+}
+
+// The same bytes from integer-valued float codes: no int round trip, e4m3 two at a time.
+template <int N>
+__device__ __forceinline__ void operand_bytes(const float (&q)[N], bool fp8, int8_t (&out)[N]) {
+  static_assert(N % 2 == 0, "codes are converted in pairs");
+#pragma unroll
+  for (int k = 0; k < N; k += 2) {
+    if (fp8) {
+      const uint16_t pair = e4m3x2_of_codes(q[k], q[k + 1]);
+      out[k] = static_cast<int8_t>(pair & 0xFFu);
+      out[k + 1] = static_cast<int8_t>(pair >> 8);
+    } else {
+      out[k] = static_cast<int8_t>(q[k]);
+      out[k + 1] = static_cast<int8_t>(q[k + 1]);
+    }
   }
 }
 
@@ -684,10 +671,13 @@ __global__ void __launch_bounds__(kHlaThreads)
       const float s = q.hq_per_token ? absmax_to_scale(__uint_as_float(q.hq_amax[token]), q.hq_qmax) : s_tensor;
       if (writes_scale) q.hq_scale[token] = s;
       const uint64_t base = static_cast<uint64_t>(token * sh.channels + c);
-      int8_t code[kHqVec];
+      float value[kHqVec];
 #pragma unroll
-      for (int i = 0; i < kHqVec; ++i) code[i] = stochastic_code(r[i], s, hash_uniform(base + i, q.hq_key), q.hq_qmax);
-      to_operand(code, q.fp8);
+      for (int i = 0; i < kHqVec; ++i) {
+        value[i] = stochastic_code_value(r[i], s, hash_uniform(base + i, q.hq_key), q.hq_qmax);
+      }
+      int8_t code[kHqVec];
+      operand_bytes(value, q.fp8, code);
       store_codes<kHqVec>(q.hq_codes + token * sh.channels + c, code);
     }
   }

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+from types import ModuleType
+
 import pytest
 import torch
+
+KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -17,3 +25,25 @@ def kernel_backend():
         pytest.skip("no CUDA GPU")
     hot_kernels = pytest.importorskip("hot_kernels", reason="hot-kernels extension not built")
     return hot_kernels.KernelBackend()
+
+
+@pytest.fixture(scope="session")
+def build_config() -> ModuleType:
+    """kernels/build_config.py: the sources and the nvcc flags the extension is built with."""
+    spec = importlib.util.spec_from_file_location("hot_kernels_build_config", KERNELS / "build_config.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def nvcc() -> str:
+    """nvcc from $CUDA_HOME / $CUDA_PATH, else from PATH; skips without one."""
+    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    candidate = Path(cuda_home, "bin", "nvcc") if cuda_home else None
+    if candidate is not None and candidate.is_file():
+        return str(candidate)
+    found = shutil.which("nvcc")
+    if found is None:
+        pytest.skip("nvcc not found")
+    return found

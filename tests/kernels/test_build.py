@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import shutil
 import subprocess
 import sys
@@ -12,44 +10,24 @@ from pathlib import Path
 
 import pytest
 
-KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 pytestmark = pytest.mark.build
 
 
-def _build_config():
-    spec = importlib.util.spec_from_file_location("hot_kernels_build_config", KERNELS / "build_config.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _nvcc() -> str:
-    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    candidate = Path(cuda_home, "bin", "nvcc") if cuda_home else None
-    if candidate is not None and candidate.is_file():
-        return str(candidate)
-    found = shutil.which("nvcc")
-    if found is None:
-        pytest.skip("nvcc not found")
-    return found
-
-
-def _cuda_include() -> Path:
+def _cuda_include(nvcc: str) -> Path:
     """The CUDA headers: beside nvcc, or under /usr/local/cuda when nvcc is a wrapper elsewhere on PATH."""
-    candidates = [Path(_nvcc()).resolve().parents[1], Path("/usr/local/cuda")]
+    candidates = [Path(nvcc).resolve().parents[1], Path("/usr/local/cuda")]
     for root in candidates:
         if (root / "include" / "cuda_runtime.h").is_file():
             return root / "include"
     pytest.skip(f"cuda_runtime.h not found under {[str(c) for c in candidates]} (set CUDA_HOME)")
 
 
-def test_cuda_sources_compile_for_sm80_and_sm90(tmp_path: Path) -> None:
-    config = _build_config()
+def test_cuda_sources_compile_for_sm80_and_sm90(tmp_path: Path, build_config, nvcc: str) -> None:
+    config = build_config
     try:
         cutlass = config.cutlass_include()
     except RuntimeError as err:
         pytest.skip(str(err))
-    nvcc = _nvcc()
     flags = [*config.NVCC_FLAGS, *config.gencode_flags(["8.0", "9.0"]), f"-I{config.CSRC}", f"-I{cutlass}"]
 
     def compile_one(name: str) -> subprocess.CompletedProcess:
@@ -65,14 +43,14 @@ def test_cuda_sources_compile_for_sm80_and_sm90(tmp_path: Path) -> None:
         assert (tmp_path / (Path(name).stem + ".o")).stat().st_size > 0
 
 
-def test_bindings_compile(tmp_path: Path) -> None:
+def test_bindings_compile(tmp_path: Path, build_config, nvcc: str) -> None:
     """The torch adapter (host code) compiles against the installed torch headers."""
     cpp_extension = pytest.importorskip("torch.utils.cpp_extension")
-    config = _build_config()
+    config = build_config
     cxx = shutil.which("c++") or shutil.which("g++")
     if cxx is None:
         pytest.skip("no C++ compiler")
-    includes = [*cpp_extension.include_paths(), str(_cuda_include()), str(config.CSRC)]
+    includes = [*cpp_extension.include_paths(), str(_cuda_include(nvcc)), str(config.CSRC)]
     python_include = Path(sys.base_prefix, "include", f"python{sys.version_info.major}.{sys.version_info.minor}")
     cmd = [
         cxx,

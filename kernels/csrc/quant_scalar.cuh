@@ -1,0 +1,87 @@
+// Per-element arithmetic of the quantisers: the counter hash, scales, codes, the e4m3 operand byte.
+// Host and device: tests/kernels/test_quant_scalar.py compiles these for the CPU (no GPU needed) and
+// checks them bit for bit against the PyTorch reference. On the device every float operation is an
+// explicit IEEE round-to-nearest intrinsic; on the host the same operations are plain C++ float
+// arithmetic, which is IEEE round-to-nearest too (build without fast-math or FMA contraction).
+#pragma once
+
+#include <cuda_fp8.h>
+
+#include <cmath>
+#include <cstdint>
+
+#define HOT_HD __host__ __device__ __forceinline__
+
+namespace hot {
+
+HOT_HD float add_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+HOT_HD float mul_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+HOT_HD float div_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
+HOT_HD uint32_t fmix32(uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x85EBCA6Bu;
+  h ^= h >> 13;
+  h *= 0xC2B2AE35u;
+  return h ^ (h >> 16);
+}
+
+// hot.rounding.uniform: 24 random bits times 2^-24 (exact in float32).
+HOT_HD float hash_uniform(uint64_t index, uint32_t key) {
+  const uint32_t h = fmix32(fmix32(static_cast<uint32_t>(index)) ^ key);
+  return mul_rn(static_cast<float>(h >> 8), 5.9604644775390625e-08f);  // h >> 8 < 2^24: exact
+}
+
+// absmax_scale: amax / qmax, or 1 for an all-zero group.
+HOT_HD float absmax_to_scale(float amax, int qmax) {
+  return amax > 0.0f ? div_rn(amax, static_cast<float>(qmax)) : 1.0f;
+}
+
+HOT_HD float clamp_code(float q, int qmax) {
+  return fminf(fmaxf(q, -static_cast<float>(qmax)), static_cast<float>(qmax));
+}
+
+// q = floor(v / s + u), clamped, as an integer-valued float (the e4m3 conversion takes it directly).
+HOT_HD float stochastic_code_value(float v, float scale, float u, int qmax) {
+  return clamp_code(floorf(add_rn(div_rn(v, scale), u)), qmax);
+}
+
+HOT_HD int8_t stochastic_code(float v, float scale, float u, int qmax) {
+  return static_cast<int8_t>(stochastic_code_value(v, scale, u, qmax));
+}
+
+HOT_HD int8_t nearest_code(float v, float scale, int qmax) {
+  return static_cast<int8_t>(clamp_code(rintf(div_rn(v, scale)), qmax));  // torch.round: half to even
+}
+
+// The e4m3 byte of an integer-valued float code (every integer in -16..16 is exact in e4m3).
+HOT_HD uint8_t e4m3_of_code(float q) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3));
+}
+
+// Two codes' e4m3 bytes at once (low byte: a), one conversion instruction on sm_89+.
+HOT_HD uint16_t e4m3x2_of_codes(float a, float b) {
+  return static_cast<uint16_t>(__nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3));
+}
+
+}  // namespace hot

@@ -1,0 +1,97 @@
+// Host driver of kernels/csrc/quant_scalar.cuh for tests/kernels/test_quant_scalar.py: `quant_scalar_host OP`
+// reads OP's packed little-endian inputs on stdin and writes its packed results on stdout.
+//   uniform    key u32, n u64, n indices u64             -> n f32   hash_uniform
+//   stochastic qmax i32, n u64, n (v, s, u) f32 triples -> n i8    stochastic_code, then n f32 stochastic_code_value
+//   nearest    qmax i32, n u64, n (v, s) f32 pairs      -> n i8    nearest_code
+//   scale      qmax i32, n u64, n amax f32              -> n f32   absmax_to_scale
+//   e4m3       n u64 (even), n codes f32                -> n u8    e4m3_of_code, then n u8 from e4m3x2_of_codes
+#include "quant_scalar.cuh"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+template <typename T>
+T read_one() {
+  T value;
+  if (std::fread(&value, sizeof(T), 1, stdin) != 1) {
+    std::fprintf(stderr, "quant_scalar_host: short input\n");
+    std::exit(2);
+  }
+  return value;
+}
+
+template <typename T>
+std::vector<T> read_many(uint64_t n) {
+  std::vector<T> values(n);
+  if (n && std::fread(values.data(), sizeof(T), n, stdin) != n) {
+    std::fprintf(stderr, "quant_scalar_host: short input\n");
+    std::exit(2);
+  }
+  return values;
+}
+
+template <typename T>
+void write_many(const std::vector<T>& values) {
+  std::fwrite(values.data(), sizeof(T), values.size(), stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: quant_scalar_host uniform|stochastic|nearest|scale|e4m3 < input\n");
+    return 2;
+  }
+  const char* op = argv[1];
+  if (!std::strcmp(op, "uniform")) {
+    const auto key = read_one<uint32_t>();
+    const auto index = read_many<uint64_t>(read_one<uint64_t>());
+    std::vector<float> u(index.size());
+    for (size_t i = 0; i < index.size(); ++i) u[i] = hot::hash_uniform(index[i], key);
+    write_many(u);
+  } else if (!std::strcmp(op, "stochastic") || !std::strcmp(op, "nearest")) {
+    const bool stochastic = op[0] == 's';
+    const auto qmax = read_one<int32_t>();
+    const auto n = read_one<uint64_t>();
+    const auto in = read_many<float>(n * (stochastic ? 3 : 2));
+    std::vector<int8_t> codes(n);
+    std::vector<float> values(stochastic ? n : 0);
+    for (uint64_t i = 0; i < n; ++i) {
+      if (stochastic) {
+        const float v = in[3 * i], s = in[3 * i + 1], u = in[3 * i + 2];
+        codes[i] = hot::stochastic_code(v, s, u, qmax);
+        values[i] = hot::stochastic_code_value(v, s, u, qmax);
+      } else {
+        codes[i] = hot::nearest_code(in[2 * i], in[2 * i + 1], qmax);
+      }
+    }
+    write_many(codes);
+    write_many(values);
+  } else if (!std::strcmp(op, "scale")) {
+    const auto qmax = read_one<int32_t>();
+    const auto amax = read_many<float>(read_one<uint64_t>());
+    std::vector<float> scale(amax.size());
+    for (size_t i = 0; i < amax.size(); ++i) scale[i] = hot::absmax_to_scale(amax[i], qmax);
+    write_many(scale);
+  } else if (!std::strcmp(op, "e4m3")) {
+    const auto codes = read_many<float>(read_one<uint64_t>());
+    std::vector<uint8_t> one(codes.size()), pairs(codes.size());
+    for (size_t i = 0; i < codes.size(); ++i) one[i] = hot::e4m3_of_code(codes[i]);
+    for (size_t i = 0; i + 1 < codes.size(); i += 2) {
+      const uint16_t pair = hot::e4m3x2_of_codes(codes[i], codes[i + 1]);
+      pairs[i] = static_cast<uint8_t>(pair & 0xFFu);
+      pairs[i + 1] = static_cast<uint8_t>(pair >> 8);
+    }
+    write_many(one);
+    write_many(pairs);
+  } else {
+    std::fprintf(stderr, "quant_scalar_host: unknown op %s\n", op);
+    return 2;
+  }
+  return 0;
+}

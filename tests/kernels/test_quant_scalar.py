@@ -1,0 +1,103 @@
+"""The kernels' per-element arithmetic (kernels/csrc/quant_scalar.cuh), compiled for the CPU with nvcc, bit for bit
+against the PyTorch reference: the counter hash, scales, stochastic and nearest codes, the e4m3 operand bytes.
+
+The device build runs the same functions with IEEE round-to-nearest intrinsics in place of plain float
+arithmetic; the GPU tests (test_kernels_gpu.py) check the kernels themselves.
+"""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from hot.quant import absmax_scale, qmax, quantize
+from hot.rounding import uniform
+
+pytestmark = pytest.mark.build
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory, build_config, nvcc: str):
+    """Run one op of the compiled host driver: bytes in, bytes out."""
+    exe = tmp_path_factory.mktemp("quant_scalar") / "quant_scalar_host"
+    flags = [f for f in build_config.NVCC_FLAGS if f != "-DNDEBUG"]
+    cmd = [nvcc, *flags, f"-I{build_config.CSRC}", str(HERE / "quant_scalar_host.cu"), "-o", str(exe)]
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, f"nvcc failed on quant_scalar_host.cu:\n{result.stderr[-4000:]}"
+
+    def run(op: str, payload: bytes) -> bytes:
+        done = subprocess.run([str(exe), op], input=payload, capture_output=True, check=False)
+        assert done.returncode == 0, done.stderr.decode()
+        return done.stdout
+
+    return run
+
+
+def _grad_like(rows: int, cols: int, seed: int) -> torch.Tensor:
+    """Gradient-like values over many magnitudes, with zero rows and exact multiples of the scale."""
+    g = torch.Generator().manual_seed(seed)
+    t = torch.randn(rows, cols, generator=g) * torch.exp2(torch.randint(-30, 10, (rows, 1), generator=g).float())
+    t[::7] = 0.0
+    t[3::11, ::5] = torch.randint(-7, 8, t[3::11, ::5].shape, generator=g).float()  # v / s integral
+    return t
+
+
+def test_hash_uniform_is_the_reference_hash(host) -> None:
+    key, n = 0xA5F00D17, 100_000
+    index = np.arange(n, dtype=np.uint64)
+    # indices beyond 2^32 wrap: the hash sees the low 32 bits, as the reference's index & MASK32
+    for offset in (0, 2**32):
+        out = host("uniform", struct.pack("<IQ", key, n) + (index + np.uint64(offset)).tobytes())
+        got = torch.from_numpy(np.frombuffer(out, dtype=np.float32).copy())
+        assert torch.equal(got, uniform((n,), key))
+
+
+@pytest.mark.parametrize(("bits", "granularity"), [(4, "per_token"), (4, "per_tensor"), (8, "per_tensor")])
+def test_stochastic_codes_match_quantize(host, bits: int, granularity: str) -> None:
+    v, key = _grad_like(300, 96, seed=bits), 12345
+    scale = absmax_scale(v, bits, granularity)
+    u = uniform(v.shape, key)
+    s = scale.expand_as(v)
+    payload = torch.stack([v, s, u], dim=-1).numpy().astype(np.float32).tobytes()
+    out = host("stochastic", struct.pack("<iQ", qmax(bits), v.numel()) + payload)
+    codes = np.frombuffer(out[: v.numel()], dtype=np.int8)
+    values = np.frombuffer(out[v.numel() :], dtype=np.float32)
+    expected = quantize(v, scale, bits, "stochastic", key).reshape(-1)
+    assert torch.equal(torch.from_numpy(codes.astype(np.float32)), expected)
+    assert torch.equal(torch.from_numpy(values.copy()), expected)
+
+
+def test_nearest_codes_round_half_to_even_like_torch(host) -> None:
+    v = _grad_like(200, 64, seed=3)
+    scale = absmax_scale(v, 8, "per_token")
+    ties = (torch.arange(-8, 8).float() + 0.5).repeat(4)  # exact halves: half to even
+    v = torch.cat([v.reshape(-1), ties * 0.25])
+    s = torch.cat([scale.expand(200, 64).reshape(-1), torch.full_like(ties, 0.25)])
+    out = host("nearest", struct.pack("<iQ", 127, v.numel()) + torch.stack([v, s], -1).numpy().tobytes())
+    expected = quantize(v, s, 8, "nearest")
+    assert torch.equal(torch.from_numpy(np.frombuffer(out, dtype=np.int8).astype(np.float32)), expected)
+
+
+def test_absmax_to_scale_is_absmax_scale(host) -> None:
+    amax = torch.cat([torch.zeros(3), torch.rand(1000) * torch.exp2(torch.randint(-40, 40, (1000,)).float())])
+    for bits in (4, 8):
+        out = host("scale", struct.pack("<iQ", qmax(bits), amax.numel()) + amax.numpy().tobytes())
+        expected = torch.stack([absmax_scale(a.reshape(1, 1), bits) for a in amax])
+        assert torch.equal(torch.from_numpy(np.frombuffer(out, dtype=np.float32).copy()), expected)
+
+
+def test_e4m3_bytes_of_every_int8_code(host) -> None:
+    codes = torch.arange(-127, 128, dtype=torch.float32)
+    codes = torch.cat([codes, codes.new_zeros(1)])  # an even count for the pair conversion
+    out = host("e4m3", struct.pack("<Q", codes.numel()) + codes.numpy().tobytes())
+    one, pairs = np.frombuffer(out[: codes.numel()], dtype=np.uint8), np.frombuffer(out[codes.numel() :], np.uint8)
+    expected = codes.to(torch.float8_e4m3fn).view(torch.uint8).numpy()
+    assert np.array_equal(one, expected) and np.array_equal(pairs, expected)
+    exact = codes.abs() <= 16  # every code an FP8 GEMM operand can hold exactly (4-bit codes and more)
+    assert torch.equal(torch.from_numpy(one.copy()).view(torch.float8_e4m3fn).float()[exact], codes[exact])

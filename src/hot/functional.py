@@ -8,10 +8,11 @@ compiled graph neither bakes it in nor recompiles as it changes. The layer reach
 handle (:func:`register_layer`). The hash step of a forward travels to its backward as a 1-element int64
 CPU tensor.
 
-Under ``torch.autocast`` the caller passes the autocast dtype and the forward casts explicitly (what
-autocast does for linear and conv2d), so the result is the same eager and compiled. What is saved for
-backward: ``W``, and for g_w either x itself or, with ABC, only the method's packed codes. Nothing of x
-is kept for a frozen weight.
+Under ``torch.autocast`` (what autocast does for linear and conv2d, made explicit so that eager and
+compiled agree): :func:`hot_layer_forward` casts x where autograd sees it, so g_x leaves the backward in
+the dtype the GEMM read, and passes the dtype on for the op to cast W and b. What is saved for backward:
+``W`` (the parameter itself), the hash step, and for g_w either x or, with ABC, only the method's packed
+codes. Nothing of x is kept for a frozen weight.
 """
 
 from __future__ import annotations
@@ -76,8 +77,9 @@ def _input_2d(layer: HOTLayer, x: torch.Tensor) -> torch.Tensor:
     return unfold_input(x, layer) if _is_conv(layer) else x.reshape(-1, x.shape[-1])
 
 
-def _tokens(layer: HOTLayer, x: torch.Tensor, y: torch.Tensor) -> int:
-    return y.shape[-2] * y.shape[-1] if _is_conv(layer) else linear_tokens(x.shape)
+def _tokens(layer: HOTLayer, x_shape: torch.Size, y_shape: torch.Size) -> int:
+    """Positions per sample: Conv's output pixels, Linear's :func:`linear_tokens`."""
+    return y_shape[-2] * y_shape[-1] if _is_conv(layer) else linear_tokens(x_shape)
 
 
 def _cast(t: torch.Tensor | None, dtype: torch.dtype | None) -> torch.Tensor | None:
@@ -114,7 +116,7 @@ def _forward_outputs(
     step = torch.empty(1, dtype=torch.int64, device="cpu") if keys is None else torch.tensor([keys.step])
     if save != "codes":
         return [y, step]
-    rows, tokens = _input_2d(layer, x), _tokens(layer, x, y)
+    rows, tokens = _input_2d(layer, x), _tokens(layer, x.shape, y.shape)
     if keys is None:
         return [y, step, *layer.hot_method.packed_input_like(rows, tokens)]
     return [y, step, *layer.hot_method.pack_input(rows, tokens, keys)]
@@ -177,16 +179,11 @@ def layer_backward(
     layer = _layer(handle)
     conv = _is_conv(layer)
     g2d = _grad_output_2d(layer, g_y)
-    if conv:
-        tokens = g_y.shape[-2] * g_y.shape[-1]
-        to2d = lambda t: unfold_input(t, layer)  # noqa: E731
-    else:
-        tokens = linear_tokens(torch.Size(x_shape))
-        to2d = lambda t: t.reshape(-1, t.shape[-1])  # noqa: E731
+    tokens = _tokens(layer, torch.Size(x_shape), g_y.shape)
     keys = Keys(layer.hot_config.seed, layer.hot_state.index, int(step.item()))
     packed: tuple = ()
     if needs[1] and saved:
-        packed = tuple(saved) if layer.hot_config.abc else (to2d(saved[0]),)
+        packed = tuple(saved) if layer.hot_config.abc else (_input_2d(layer, saved[0]),)
     w2d = weight.reshape(weight.shape[0], -1) if needs[0] else None
     # Conv's g_x is folded (overlapping columns summed) in float32.
     gx_dtype = torch.float32 if conv else x_dtype

@@ -63,9 +63,10 @@ def test_full_config_dry_run_resolves_every_table(tmp_path: Path) -> None:
     assert f"{tmp_path}/tables/summary.md" in text
     blocks = _job_blocks(text)
     assert len(blocks["pretrain"]) == 85  # Table 4: 17 rows x 5 methods
-    measured = {"kernels", "kernel_tests", "latency", "hopper_bench", "memory", "gbops", "finetune", "ablations"}
-    assert measured <= set(blocks)
-    assert f"{tmp_path}/results/bench/hopper.json" in text
+    measured = {"kernels", "kernel_tests", "latency", "bench_latency", "bench_end_to_end", "memory", "gbops"}
+    assert measured | {"finetune", "ablations"} <= set(blocks)
+    for name in ("latency", "end_to_end"):
+        assert f"{tmp_path}/results/bench/{name}.json" in text
 
 
 def test_embedded_dag_contains_every_rule(tmp_path: Path) -> None:

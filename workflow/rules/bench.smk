@@ -1,19 +1,37 @@
-# Stage 4b: HOT against bf16 / torchao on one (Hopper) GPU in one process (hot bench): per-layer backward, the
-# quantisers' bandwidth, end-to-end ViT-B steps, fake/real equivalence. Like latency: after the kernel tests, on
-# the latency rule's GPU resources; without a GPU it records {"status": "not measured: no GPU"}.
+# Stage 4b: HOT against bf16 / torchao on one (Hopper) GPU with `hot bench`, each comparison side by side in one
+# process. Like latency: after the kernel tests; without a GPU each writes {"status": "not measured: no GPU"}.
+# bench_latency: per ViT-B layer, HOT's backward against the bf16 cuBLAS GEMMs, and the quantisers' bandwidth.
+# bench_end_to_end: ViT-B/16 training steps (bf16, bf16 + compile, torchao float8, HOT eager and compiled) with
+# peak memory, and the fake-vs-real training equivalence check.
 
 
-rule hopper_bench:
+rule bench_latency:
     input:
         tests=f"{R}/kernels/tests.json",
     output:
-        f"{R}/bench/hopper.json",
+        f"{R}/bench/latency.json",
     log:
-        f"{LOGS}/hopper_bench.log",
+        f"{LOGS}/bench_latency.log",
     benchmark:
-        f"{BENCH}/hopper_bench.tsv"
+        f"{BENCH}/bench_latency.tsv"
     threads: config["resources"]["latency"]["threads"]
     resources:
         **res("latency"),
     shell:
-        "hot bench --out {output} > {log} 2>&1"
+        "hot bench --sections layers,kernels --out {output} > {log} 2>&1"
+
+
+rule bench_end_to_end:
+    input:
+        tests=f"{R}/kernels/tests.json",
+    output:
+        f"{R}/bench/end_to_end.json",
+    log:
+        f"{LOGS}/bench_end_to_end.log",
+    benchmark:
+        f"{BENCH}/bench_end_to_end.tsv"
+    threads: config["resources"]["end_to_end"]["threads"]
+    resources:
+        **res("end_to_end"),
+    shell:
+        "hot bench --sections step,equivalence --out {output} > {log} 2>&1"

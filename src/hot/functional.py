@@ -53,6 +53,15 @@ def _layer(handle: int) -> HOTLayer:
     return layer
 
 
+def _check_not_capturing(t: torch.Tensor) -> None:
+    # A replayed CUDA graph would not run this Python: every replay would reuse one step's hash keys.
+    if t.is_cuda and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(
+            "HOT layers cannot be captured in a CUDA graph (the stochastic-rounding hash step is host state): "
+            "use torch.compile's default mode, not mode='reduce-overhead', and no torch.cuda.graph around them"
+        )
+
+
 def linear_tokens(shape: torch.Size) -> int:
     """Positions per sample of a Linear input: the middle dims of (B, …, I); a 2-D (B, I) input is one sequence of B."""
     if len(shape) <= 2:
@@ -111,6 +120,8 @@ def _forward_outputs(
 ) -> list[torch.Tensor]:
     """``layer_forward``'s outputs; ``tracing``: shaped alike, without advancing the step or quantising."""
     layer = _layer(handle)
+    if not tracing:
+        _check_not_capturing(x)
     y = _layer_output(layer, x, weight, bias, compute_dtype)
     keys = None if tracing else layer.next_keys()
     step = torch.empty(1, dtype=torch.int64, device="cpu") if keys is None else torch.tensor([keys.step])
@@ -177,6 +188,7 @@ def layer_backward(
     from .methods import Keys
 
     layer = _layer(handle)
+    _check_not_capturing(g_y)
     conv = _is_conv(layer)
     g2d = _grad_output_2d(layer, g_y)
     tokens = _tokens(layer, torch.Size(x_shape), g_y.shape)

@@ -411,6 +411,15 @@ def test_compiled_real_training_step_equals_eager(kernel_backend) -> None:
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
+def test_capturing_a_hot_layer_in_a_cuda_graph_is_an_error(kernel_backend) -> None:
+    layer = HOTLinear.from_float(torch.nn.Linear(64, 32, device=CUDA), HOTConfig(backend="real"), 0)
+    x = torch.randn(4, 16, 64, device=CUDA, requires_grad=True)
+    layer(x).sum().backward()  # warm-up outside the capture
+    with pytest.raises(RuntimeError, match="cannot be captured in a CUDA graph"):
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            layer(x)
+
+
 # --- random and ragged shapes -------------------------------------------------------------------
 
 

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 
+from .methods import Keys
+
 if TYPE_CHECKING:
     from .modules import HOTConv2d, HOTLinear
 
@@ -185,8 +187,6 @@ def layer_backward(
     needs: list[bool],
 ) -> list[torch.Tensor]:
     """[g_x, g_w, g_b] of one layer, an empty tensor for each one ``needs`` does not ask for."""
-    from .methods import Keys
-
     layer = _layer(handle)
     _check_not_capturing(g_y)
     conv = _is_conv(layer)

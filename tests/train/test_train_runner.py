@@ -129,3 +129,18 @@ def test_nan_loss_stops_the_run(tmp_path, tiny, monkeypatch):
     _poisoned(monkeypatch, lambda model: model.head.register_forward_hook(lambda mod, args, out: out * float("inf")))
     with pytest.raises(NonFiniteError, match=r"non-finite loss .* epoch 1, step 0"):
         train(TrainConfig.from_dict(tiny), tmp_path)
+
+
+def test_compiled_training_equals_eager_training(tmp_path, tiny):
+    """torch_compile: the same epochs, the same model (aot_eager runs eager's kernels around the HOT ops)."""
+    tiny.update(method="hot_abc_lqs", epochs=1)
+    eager = train(TrainConfig.from_dict(tiny), tmp_path / "eager")
+    compiled = train(TrainConfig.from_dict({**tiny, "torch_compile": "aot_eager"}), tmp_path / "compiled")
+    assert _epochs(eager) == _epochs(compiled) and eager["lqs"] == compiled["lqs"]
+    wa, wb = (torch.load(tmp_path / d / "model.pt", weights_only=True)["state_dict"] for d in ("eager", "compiled"))
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_unknown_torch_compile_backend_is_named():
+    with pytest.raises(ValueError, match="torch_compile"):
+        TrainConfig(torch_compile="tensorrt")

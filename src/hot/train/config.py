@@ -24,6 +24,7 @@ METHOD_NAMES = (*PRESETS, *FILTER_METHODS, *LORA_METHODS)
 OPTIMIZERS = ("adamw", "sgd")
 SCHEDULERS = ("cosine", "cosine_restarts", "multistep", "constant")
 DEVICES = ("auto", "cpu", "cuda")
+TORCH_COMPILE = ("none", "inductor", "aot_eager")  # torch.compile backends for the training forward and backward
 LORA_KEYS = ("rank", "alpha", "dropout", "target_modules", "on_frozen", "on_decomposed")
 # Keys that may differ between a checkpoint and the run resuming it (they do not change the results).
 RESUME_FREE_KEYS = ("device", "num_workers")
@@ -61,6 +62,7 @@ class TrainConfig:
     init: str | None = None
     seed: int = 0
     amp: bool = False
+    torch_compile: str = "none"
     device: str = "auto"
     num_workers: int = 0
     image_size: int | None = None
@@ -73,6 +75,7 @@ class TrainConfig:
         check_one_of("optimizer", self.optimizer, OPTIMIZERS)
         check_one_of("scheduler", self.scheduler, SCHEDULERS)
         check_one_of("device", self.device, DEVICES)
+        check_one_of("torch_compile", self.torch_compile, TORCH_COMPILE)
         for name in ("model", "data_dir"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(f"{name} must be a non-empty string, got {getattr(self, name)!r}")

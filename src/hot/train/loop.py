@@ -234,6 +234,8 @@ class _Run:
             self.model: nn.Module = nn.parallel.DistributedDataParallel(self.net, device_ids=ids)
         else:
             self.model = self.net
+        if config.torch_compile != "none":  # training steps only; evaluation and checkpoints use self.net
+            self.model = torch.compile(self.model, backend=config.torch_compile)
         self.hot_config = config.hot_config()
         self.params = [(n, p) for n, p in self.net.named_parameters() if p.requires_grad]
         self.optimizer = self._optimizer()

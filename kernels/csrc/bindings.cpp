@@ -49,6 +49,12 @@ int qmax_of(int64_t bits) {
   return bits == 4 ? 7 : 127;
 }
 
+// qmax of codes written as the GEMM's operand: e4m3 holds every integer up to 16 exactly, so fp8 takes 4-bit codes.
+int operand_qmax(int64_t bits, bool fp8) {
+  TORCH_CHECK(!fp8 || bits == 4, "fp8 operands hold 4-bit codes only (e4m3 is exact up to 16), got bits = ", num(bits));
+  return qmax_of(bits);
+}
+
 // (codes (L, O) int8, or float8 e4m3 with fp8; scale (L, 1) or ()).
 std::vector<at::Tensor> hq_quantize_grad_output(const at::Tensor& g_y, int64_t block, int64_t bits, bool per_token,
                                                 int64_t key, bool fp8) {
@@ -57,7 +63,7 @@ std::vector<at::Tensor> hq_quantize_grad_output(const at::Tensor& g_y, int64_t b
   TORCH_CHECK(g_y.dim() == 2, "g_y must be 2-D (L, O), got ", num(g_y.dim()), "-D");
   const auto type = float_type(g_y, "g_y");
   check_block(block, g_y.size(1), "O");
-  const int qmax = qmax_of(bits);
+  const int qmax = operand_qmax(bits, fp8);
   TORCH_CHECK(g_y.size(0) <= INT32_MAX, "g_y has too many rows for one launch");
   const c10::cuda::CUDAGuard guard(g_y.device());
   auto opts = g_y.options();
@@ -81,7 +87,7 @@ std::vector<at::Tensor> hq_quantize_weight(const at::Tensor& w, int64_t block, i
   TORCH_CHECK(w.numel() > 0, "weight is empty");
   const auto type = float_type(w, "weight");
   check_block(block, w.size(0), "O");
-  const int qmax = qmax_of(bits);
+  const int qmax = operand_qmax(bits, fp8);
   const c10::cuda::CUDAGuard guard(w.device());
   auto opts = w.options();
   auto codes_t = at::empty({w.size(1), w.size(0)}, opts.dtype(fp8 ? at::kFloat8_e4m3fn : at::kChar));
@@ -164,7 +170,7 @@ std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, int64_t toke
   q.channels = channels;
   q.tokens = tokens;
   q.block = static_cast<int>(block);
-  q.hq_qmax = qmax_of(hq_bits);
+  q.hq_qmax = operand_qmax(hq_bits, fp8);
   q.hq_per_token = per_token;
   q.fp8 = fp8;
   q.hq_key = static_cast<uint32_t>(hq_key);

@@ -638,7 +638,9 @@ __global__ void __launch_bounds__(kHlaThreads)
 #pragma unroll
     for (int i = 0; i < kHqVec; ++i) {
       m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], kTileGroups));
-      if (threadIdx.x % 32 < kTileGroups && m[i] > 0.0f) atomicMax(q.hla_amax + c + i, __float_as_uint(m[i]));
+      if (sb >= 0 && threadIdx.x % 32 < kTileGroups && m[i] > 0.0f) {
+        atomicMax(q.hla_amax + c + i, __float_as_uint(m[i]));
+      }
     }
   } else {
     const float a = block_max(fmaxf(fmaxf(m[0], m[1]), fmaxf(m[2], m[3])));

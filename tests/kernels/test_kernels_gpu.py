@@ -558,3 +558,8 @@ def test_low_level_ops_raise(kernel_backend) -> None:
         _C.codes_to_e4m3(a, 4)
     with pytest.raises(RuntimeError, match="aligned"):
         _C.hla_quantize(torch.randn(257, device=CUDA)[1:].reshape(64, 4), 16, [0], 8, False, False, 0)
+    g = torch.randn(32, 64, device=CUDA)
+    with pytest.raises(RuntimeError, match="fp8 operands hold 4-bit codes only"):
+        _C.hq_quantize_grad_output(g, 16, 8, True, 1, True)
+    with pytest.raises(RuntimeError, match="fp8 operands hold 4-bit codes only"):
+        _C.quantize_grad_output(g, 16, 16, 8, True, 1, True, [0, 1], 8, False, True, 2)

@@ -6,7 +6,6 @@ tests/infra/cuda118_toolkit.sh assembles the compiler (cached in $HOT_INFRA_CACH
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -20,13 +19,6 @@ KERNELS = ROOT / "kernels"
 IMAGE_ARCHES = "8.0;8.6;8.9;9.0"
 
 pytestmark = [pytest.mark.slow]
-
-
-def _build_config():
-    spec = importlib.util.spec_from_file_location("hot_kernels_build_config", KERNELS / "build_config.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +48,8 @@ def test_nvcc_is_11_8(nvcc):
 
 
 @pytest.mark.parametrize("source", sorted(p.name for p in (KERNELS / "csrc").glob("*.cu")) or ["none"])
-def test_kernel_source_compiles_with_nvcc_11_8(nvcc, source, tmp_path):
-    cfg = _build_config()
+def test_kernel_source_compiles_with_nvcc_11_8(nvcc, source, tmp_path, build_config):
+    cfg = build_config
     arches = [a for a in IMAGE_ARCHES.split(";")]
     cmd = [
         str(nvcc),

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
-
-KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -25,15 +21,6 @@ def kernel_backend():
         pytest.skip("no CUDA GPU")
     hot_kernels = pytest.importorskip("hot_kernels", reason="hot-kernels extension not built")
     return hot_kernels.KernelBackend()
-
-
-@pytest.fixture(scope="session")
-def build_config() -> ModuleType:
-    """kernels/build_config.py: the sources and the nvcc flags the extension is built with."""
-    spec = importlib.util.spec_from_file_location("hot_kernels_build_config", KERNELS / "build_config.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="session")

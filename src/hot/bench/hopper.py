@@ -477,7 +477,9 @@ def measure_layer(
     gen = torch.Generator(device=device).manual_seed(seed + out_f * 7 + in_f)
     g_y = torch.randn(length, out_f, device=device, generator=gen, dtype=torch.bfloat16)
     x = torch.randn(length, in_f, device=device, generator=gen, dtype=torch.bfloat16)
-    w = (torch.randn(out_f, in_f, device=device, generator=gen) * 0.02).bfloat16()
+    # HOT's backward quantises the fp32 parameter (what autograd hands it); bf16 reads autocast's bf16 copy.
+    w = torch.randn(out_f, in_f, device=device, generator=gen) * 0.02
+    w_bf16 = w.bfloat16()
     keys, state = Keys(seed, 0, 0), LayerState(index=0)
     config, backend = method.config, method.backend
     hq, hla = _specs(config, out_f, TOKENS, keys)
@@ -499,7 +501,7 @@ def measure_layer(
         a_codes, a_scale, g_codes, g_scale = grad_output
         b_codes, b_scale = backend.hq_quantize_weight(w, hq.block, config.gx_bits)
         block_l = hla_block(TOKENS, config.hla_blocking)
-        timed("bf16", lambda: (g_y @ w, g_y.t() @ x))
+        timed("bf16", lambda: (g_y @ w_bf16, g_y.t() @ x))
         timed(
             "hot_backward",
             lambda: method.backward_gemms(g_y, w, saved, TOKENS, state, keys, gx_dtype=torch.bfloat16),

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import torch
 
-from hot.backends import HLASpec, HQSpec
+from hot.backends import HLASpec, HQSpec, quantize_grad_output_separately
 
 from . import _C
 
@@ -276,11 +276,7 @@ class KernelBackend:
         """Q(HT(g_y)) for g_x and Q(P g_y) for g_w from two passes over g_y (a statistics pass, then one
         that writes both code sets), bit-identical to the two quantisers; other options run those."""
         if not self.fuses_grad_output(g_y, hq, hla):
-            a = self.hq_quantize_grad_output(g_y, hq.block, hq.bits, hq.granularity, hq.key)
-            g = self.hla_quantize(
-                g_y, hla.tokens, hla.rank, hla.blocking, hla.bits, hla.rounding, hla.granularity, hla.key
-            )
-            return (*a, *g)
+            return quantize_grad_output_separately(self, g_y, hq, hla)
         g = _float_input(g_y, "g_y")
         _check_block(hq.block, g.shape[1], "O (columns of g_y)")
         hq_bits, hq_key = _check_bits(hq.bits), _check_key(hq.key)

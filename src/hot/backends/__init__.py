@@ -83,6 +83,15 @@ class Backend(Protocol):
         """Both quantisations of g_y at once: ``hq_quantize_grad_output`` then ``hla_quantize``'s results."""
 
 
+def quantize_grad_output_separately(
+    backend: Backend, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``quantize_grad_output`` as the backend's two quantisers, one after the other."""
+    a = backend.hq_quantize_grad_output(g_y, hq.block, hq.bits, hq.granularity, hq.key)
+    g = backend.hla_quantize(g_y, hla.tokens, hla.rank, hla.blocking, hla.bits, hla.rounding, hla.granularity, hla.key)
+    return (*a, *g)
+
+
 _REGISTRY: dict[str, Backend] = {}
 
 

@@ -11,7 +11,7 @@ import torch
 from ..hadamard import block_hadamard
 from ..hla import hla_project
 from ..quant import absmax_scale, quantize, sawb_scale
-from . import HLASpec, HQSpec
+from . import HLASpec, HQSpec, quantize_grad_output_separately
 
 
 class ReferenceBackend:
@@ -64,6 +64,4 @@ class ReferenceBackend:
     def quantize_grad_output(
         self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        a = self.hq_quantize_grad_output(g_y, hq.block, hq.bits, hq.granularity, hq.key)
-        g = self.hla_quantize(g_y, hla.tokens, hla.rank, hla.blocking, hla.bits, hla.rounding, hla.granularity, hla.key)
-        return (*a, *g)
+        return quantize_grad_output_separately(self, g_y, hq, hla)

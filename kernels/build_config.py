@@ -8,11 +8,14 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CSRC = HERE / "csrc"
-CUDA_SOURCES = ("quant_kernels.cu", "cutlass_gemm.cu")
+CUDA_SOURCES = ("quant_kernels.cu", "cutlass_gemm.cu", "cutlass_sm90_gemm.cu")
 CXX_SOURCES = ("bindings.cpp",)
 DEFAULT_ARCH_LIST = "8.0;8.6;8.9;9.0"
 # No fast-math: the quantisers must round exactly like the float32 CPU reference.
 NVCC_FLAGS = ["-O3", "-std=c++17", "--fmad=false", "--expt-relaxed-constexpr", "-DNDEBUG"]
+# Opt-in: the CUTLASS 3.x sm_90a INT8 GEMM (wgmma/TMA) doubles the build time and has not yet run on a GPU.
+SM90A_ENV = "HOT_KERNELS_SM90A"
+SM90A_DEFINE = "-DHOT_SM90A_GEMM"
 CXX_FLAGS = ["-O3", "-std=c++17"]
 
 
@@ -42,14 +45,41 @@ def cutlass_include() -> Path:
     )
 
 
-def arch_list() -> list[str]:
-    """Compute capabilities from TORCH_CUDA_ARCH_LIST ("8.0;9.0", "8.6+PTX"), default 8.0;8.6;8.9;9.0."""
+def sm90a_requested() -> bool:
+    """Whether $HOT_KERNELS_SM90A asks for the sm_90a INT8 GEMM ("1"; unset or "0": no)."""
+    value = os.environ.get(SM90A_ENV, "0").strip()
+    if value not in ("0", "1", ""):
+        raise RuntimeError(f"{SM90A_ENV} must be 0 or 1, got {value!r}")
+    return value == "1"
+
+
+def arch_list(sm90a: bool | None = None) -> list[str]:
+    """Compute capabilities from TORCH_CUDA_ARCH_LIST ("8.0;9.0", "8.6+PTX"), default 8.0;8.6;8.9;9.0.
+
+    With ``sm90a`` (default: :func:`sm90a_requested`), 9.0 becomes 9.0a for every source: the sm90 INT8 GEMM's
+    wgmma needs Hopper's arch-specific target, and an sm_90a cubin runs on every compute capability 9.0 GPU
+    (H100, H200). torch's cpp_extension turns "9.0a" into -gencode=arch=compute_90a,code=sm_90a (CUDA 12+).
+    """
     raw = os.environ.get("TORCH_CUDA_ARCH_LIST") or DEFAULT_ARCH_LIST
-    return [a for a in raw.replace(" ", ";").split(";") if a]
+    arches = [a for a in raw.replace(" ", ";").split(";") if a]
+    if sm90a is None:
+        sm90a = sm90a_requested()
+    return [_to_sm90a(a) for a in arches] if sm90a else arches
+
+
+def nvcc_flags(sm90a: bool | None = None) -> list[str]:
+    """NVCC_FLAGS, plus the define that compiles the sm_90a INT8 GEMM when it is requested."""
+    if sm90a is None:
+        sm90a = sm90a_requested()
+    return [*NVCC_FLAGS, SM90A_DEFINE] if sm90a else list(NVCC_FLAGS)
+
+
+def _to_sm90a(arch: str) -> str:
+    return "9.0a" + arch.removeprefix("9.0") if arch in ("9.0", "9.0+PTX") else arch
 
 
 def gencode_flags(arches: list[str]) -> list[str]:
-    """nvcc -gencode flags for capabilities such as "9.0" or "8.6+PTX"."""
+    """nvcc -gencode flags for capabilities such as "9.0", "9.0a" or "8.6+PTX"."""
     flags = []
     for arch in arches:
         ptx = arch.endswith("+PTX")

@@ -26,7 +26,7 @@ setup(
             "hot_kernels._C",
             sources,
             include_dirs=[str(build_config.CSRC), str(build_config.cutlass_include())],
-            extra_compile_args={"cxx": build_config.CXX_FLAGS, "nvcc": build_config.NVCC_FLAGS},
+            extra_compile_args={"cxx": build_config.CXX_FLAGS, "nvcc": build_config.nvcc_flags()},
         )
     ],
     cmdclass={"build_ext": BuildExtension},

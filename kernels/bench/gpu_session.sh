@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One GPU session on a lent machine (no network): build hot-kernels for the local GPU, run its GPU tests,
 # then `hot bench`. Everything worth keeping goes to $OUT (default ./gpu-out). Usage:
-#   bash kernels/bench/gpu_session.sh [build] [test] [bench SECTIONS] [variants]
-# Wheels the machine lacks (torchao) are taken from .whl/ when present.
+#   bash kernels/bench/gpu_session.sh [build] [test] [bench SECTIONS] [variants] [sm90gemm]
+# Wheels the machine lacks (torchao) are taken from .whl/ when present. On a compute capability 9.0 GPU the
+# build includes the opt-in sm_90a INT8 GEMM (HOT_KERNELS_SM90A=1) unless HOT_KERNELS_SM90A=0 is set.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -20,10 +21,11 @@ while [ $# -gt 0 ]; do
   case "$1" in
     build)
       cap=$("$PY" -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability())')
+      sm90a=${HOT_KERNELS_SM90A:-$([ "$cap" = 9.0 ] && echo 1 || echo 0)}
       start=$(date +%s)
-      (cd kernels && TORCH_CUDA_ARCH_LIST="$cap" MAX_JOBS=${MAX_JOBS:-16} CUTLASS_DIR=${CUTLASS_DIR:-$PWD/../.cutlass/include} \
+      (cd kernels && HOT_KERNELS_SM90A=$sm90a TORCH_CUDA_ARCH_LIST="$cap" MAX_JOBS=${MAX_JOBS:-16} CUTLASS_DIR=${CUTLASS_DIR:-$PWD/../.cutlass/include} \
         "$PY" setup.py build_ext --inplace >"$OUT/build.log" 2>&1) || { tail -40 "$OUT/build.log"; exit 1; }
-      echo "build: $(( $(date +%s) - start )) s for sm_${cap/./}"
+      echo "build: $(( $(date +%s) - start )) s for sm_${cap/./} (HOT_KERNELS_SM90A=$sm90a)"
       ;;
     test)
       timeout "${TEST_TIMEOUT:-300}" "$PY" -m pytest -q -m gpu tests/kernels -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" \
@@ -37,6 +39,9 @@ while [ $# -gt 0 ]; do
       ;;
     variants)
       "$PY" kernels/bench/variants.py --out "$OUT/variants.json" 2>&1 | tee "$OUT/variants.log" | tail -40
+      ;;
+    sm90gemm)
+      "$PY" kernels/bench/sm90_gemm.py --out "$OUT/sm90_gemm.json" 2>&1 | tee "$OUT/sm90_gemm.log" | tail -40
       ;;
     *) echo "unknown step $1" >&2; exit 2 ;;
   esac

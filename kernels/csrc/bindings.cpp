@@ -296,6 +296,49 @@ at::Tensor cutlass_gemm_s8(const at::Tensor& a, const at::Tensor& b) {
 
 }  // namespace
 
+namespace {
+
+// int32 (M, N) = A (M, K) · Bᵀ with B stored (N, K), int8, by the CUTLASS sm_90a (wgmma/TMA) GEMM. TMA wants
+// 16-byte aligned bases and row pitches: K % 16 == 0 (int8 rows of A and B), N % 4 == 0 (int32 rows of D).
+// variant 0: cooperative 128x128x128, stream-K scheduler; 1: ping-pong 64x128x128. decomposition (variant 0):
+// 0 heuristic, 1 data-parallel, 2 stream-K, 3 split-K into `splits`.
+at::Tensor cutlass_gemm_s8_sm90(const at::Tensor& a, const at::Tensor& b, int64_t variant, int64_t decomposition,
+                                int64_t splits) {
+  check_cuda(a, "a");
+  check_cuda(b, "b");
+  check_dtype(a, at::kChar, "a");
+  check_dtype(b, at::kChar, "b");
+  check_aligned(a, "a");
+  check_aligned(b, "b");
+  TORCH_CHECK(a.device() == b.device(), "a and b must be on the same device");
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(1), "a (M, K) and b (N, K) must agree in K");
+  const int64_t m = a.size(0), n = b.size(0), k = a.size(1);
+  TORCH_CHECK(k % 16 == 0, "sm90 INT8 GEMM needs K a multiple of 16 (TMA: 16-byte rows), got ", num(k));
+  TORCH_CHECK(n % 4 == 0, "sm90 INT8 GEMM needs N a multiple of 4 (TMA: 16-byte int32 rows), got ", num(n));
+  TORCH_CHECK(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX, "sm90 INT8 GEMM: a dimension exceeds int32");
+  const c10::cuda::CUDAGuard guard(a.device());
+  TORCH_CHECK(hot::cutlass_sm90_available(), hot::cutlass_sm90_status_string(hot::kSm90NotCompiled));
+  if (m == 0 || n == 0) return at::empty({m, n}, a.options().dtype(at::kInt));
+  if (k == 0) return at::zeros({m, n}, a.options().dtype(at::kInt));
+  auto d = at::empty({m, n}, a.options().dtype(at::kInt));
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  const int var = static_cast<int>(variant), dec = static_cast<int>(decomposition), spl = static_cast<int>(splits);
+  const int64_t ws_bytes = hot::cutlass_gemm_s8_sm90_workspace(mi, ni, ki, var, dec, spl);
+  at::Tensor ws;
+  if (ws_bytes > 0) ws = at::empty({ws_bytes}, a.options().dtype(at::kByte));
+  const int status = hot::cutlass_gemm_s8_sm90(a.data_ptr<int8_t>(), b.data_ptr<int8_t>(), d.data_ptr<int32_t>(), mi,
+                                               ni, ki, var, dec, spl, ws_bytes > 0 ? ws.data_ptr() : nullptr,
+                                               ws_bytes, c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(status == 0, "CUTLASS sm90 GEMM failed: ", hot::cutlass_sm90_status_string(status));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return d;
+}
+
+// Whether this build holds the sm_90a GEMM and the current device runs it.
+bool cutlass_sm90_available() { return hot::cutlass_sm90_available(); }
+
+}  // namespace
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "hot-kernels: HOT's fused Hadamard/HLA quantisers and integer GEMMs";
   m.def("hq_quantize_grad_output", &hq_quantize_grad_output);
@@ -307,4 +350,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("pack_int4", &pack_int4);
   m.def("cutlass_gemm_s4", &cutlass_gemm_s4);
   m.def("cutlass_gemm_s8", &cutlass_gemm_s8);
+  m.def("cutlass_gemm_s8_sm90", &cutlass_gemm_s8_sm90, py::arg("a"), py::arg("b"), py::arg("variant") = 0,
+        py::arg("decomposition") = 0, py::arg("splits") = 1);
+  m.def("cutlass_sm90_available", &cutlass_sm90_available);
 }

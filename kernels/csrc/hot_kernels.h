@@ -72,4 +72,21 @@ int cutlass_gemm_s4(const uint8_t* a, const uint8_t* b, int32_t* d, int m, int n
 int cutlass_gemm_s8(const int8_t* a, const int8_t* b, int32_t* d, int m, int n, int k, cudaStream_t stream);
 const char* cutlass_status_string(int status);
 
+// CUTLASS 3.x sm_90a (Hopper wgmma/TMA, warp-specialised) INT8 GEMM, same TN contract as cutlass_gemm_s8:
+// D (M x N, int32 row-major) = A (M x K, row-major) * B (stored N x K, row-major). TMA needs 16-byte aligned
+// base pointers and row pitches: K % 16 == 0, N % 4 == 0. variant 0: cooperative 128x128x128 on the stream-K
+// scheduler, decomposition kSm90Heuristic/DataParallel/StreamK/SplitK (splits >= 2); variant 1: ping-pong
+// 64x128x128, data-parallel only (decomposition 0 or 1). workspace: cutlass_gemm_s8_sm90_workspace() bytes
+// (zero for data-parallel), on the device, for the same (m, n, k, variant, decomposition, splits) and device.
+// Returns a cutlass::Status as int (0 = success) or one of the kSm90* codes below.
+// cutlass_sm90_available(): this build holds the sm_90a code and the current device runs it.
+constexpr int kSm90Heuristic = 0, kSm90DataParallel = 1, kSm90StreamK = 2, kSm90SplitK = 3;
+constexpr int kSm90NotCompiled = 1000, kSm90BadConfig = 1001, kSm90WorkspaceTooSmall = 1002;
+bool cutlass_sm90_available();
+int64_t cutlass_gemm_s8_sm90_workspace(int m, int n, int k, int variant, int decomposition, int splits);
+int cutlass_gemm_s8_sm90(const int8_t* a, const int8_t* b, int32_t* d, int m, int n, int k, int variant,
+                         int decomposition, int splits, void* workspace, int64_t workspace_bytes,
+                         cudaStream_t stream);
+const char* cutlass_sm90_status_string(int status);
+
 }  // namespace hot

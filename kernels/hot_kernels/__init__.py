@@ -13,6 +13,9 @@ quantisation along tokens, and integer GEMMs chosen by architecture (``gemm="aut
   integers below 2^24 is exact) and INT8 via ``torch._int_mm`` (cuBLASLt). The g_x quantisers then
   write their 4-bit codes as ``float8_e4m3fn`` (same values) where O and I are multiples of 16, so the
   GEMM reads them with no conversion pass;
+- ``cutlass-sm90`` (opt-in, compute capability 9.0): g_x as ``cublas``; the g_w GEMM is a CUTLASS 3.x
+  sm_90a INT8 GEMM (TMA, wgmma, warp-specialised, stream-K). Only in builds made with
+  ``HOT_KERNELS_SM90A=1`` (it doubles the build time);
 - ``reference``: an exact float64 GEMM of the codes (any GPU; odd shapes on the other paths).
 
 Dequantisation is one light pass, ``(acc · row_scale) · (col_scale / block)`` in the reference's float32
@@ -29,6 +32,8 @@ reciprocal, so only the CPU ops give the reference's bits) and move the result b
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from hot.backends import HLASpec, HQSpec, quantize_grad_output_separately
@@ -37,7 +42,7 @@ from . import _C
 
 __all__ = ["GEMMS", "KernelBackend", "mark_4bit"]
 
-GEMMS = ("auto", "cutlass", "cutlass-int4", "cublas", "reference")
+GEMMS = ("auto", "cutlass", "cutlass-int4", "cublas", "cutlass-sm90", "reference")
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 _MASK32 = 0xFFFFFFFF
 _E4M3 = torch.float8_e4m3fn
@@ -49,6 +54,17 @@ def mark_4bit(codes: torch.Tensor) -> torch.Tensor:
     the 4-bit GEMMs (packed INT4 or FP8); returns ``codes``. Unmarked int8 codes take the INT8 GEMM."""
     setattr(codes, _4BIT, True)
     return codes
+
+
+def _device_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+@functools.cache
+def _sm90_available(index: int) -> bool:
+    """Whether this build holds the sm_90a INT8 GEMM and CUDA device ``index`` runs it."""
+    with torch.cuda.device(index):
+        return bool(_C.cutlass_sm90_available())
 
 
 def _is_4bit(codes: torch.Tensor) -> bool:
@@ -170,6 +186,11 @@ class KernelBackend:
 
     def gemm_for(self, device: torch.device) -> str:
         """The GEMM family used on ``device``."""
+        if self.gemm == "cutlass-sm90" and not _sm90_available(_device_index(device)):
+            raise RuntimeError(
+                f"gemm 'cutlass-sm90' is not available on {device}: it needs a compute capability 9.0 GPU "
+                "and hot-kernels built with HOT_KERNELS_SM90A=1 (CUDA 12+)"
+            )
         if self.gemm != "auto":
             return self.gemm
         major, _ = torch.cuda.get_device_capability(device)
@@ -179,7 +200,7 @@ class KernelBackend:
 
     def _fp8_codes(self, device: torch.device, bits: int, *dims: int) -> bool:
         """Whether the quantisers write e4m3 codes: the FP8 GEMM reads 4-bit ones as they are (K, N % 16 == 0)."""
-        return bits == 4 and self.gemm_for(device) == "cublas" and all(d % 16 == 0 for d in dims)
+        return bits == 4 and self.gemm_for(device) in ("cublas", "cutlass-sm90") and all(d % 16 == 0 for d in dims)
 
     # --- g_x path -------------------------------------------------------------------------------
 
@@ -232,6 +253,8 @@ class KernelBackend:
         a = _aligned(a)
         b_t = _aligned(b.t())  # (I, O): K contiguous; a no-op for hq_quantize_weight's codes
         gemm = self.gemm_for(a.device)
+        if gemm == "cutlass-sm90":
+            gemm = "cublas"  # its g_x GEMM is the FP8 one
         if not narrow and gemm in ("cublas", "cutlass-int4"):
             gemm = "cutlass"  # 8-bit codes: the INT8 sm80 GEMM is exact for any int8 (it also runs on sm_90)
         if gemm == "cublas" and n % 16 == 0 and m > 0:
@@ -361,7 +384,9 @@ class KernelBackend:
         a = _aligned(g.t())  # (O, R): K contiguous; a no-op for hla_quantize's codes
         b_t = _aligned(x.t())  # (I, R)
         gemm = self.gemm_for(a.device)
-        if gemm == "cublas" and o > 16 and i % 8 == 0 and r > 0:
+        if gemm == "cutlass-sm90" and i % 4 == 0 and o > 0 and r > 0:
+            acc = _C.cutlass_gemm_s8_sm90(*self._pad_k(a, b_t, 16))
+        elif gemm == "cublas" and o > 16 and i % 8 == 0 and r > 0:
             a, b_t = self._pad_k(a, b_t, 8)
             acc = torch._int_mm(a, b_t.t())
         elif gemm in ("cutlass", "cutlass-int4") and i % 4 == 0 and o > 0 and r > 0:

@@ -1,7 +1,9 @@
-"""CPU-only build check: the CUDA sources compile with nvcc for sm_80 and sm_90 (objects only, no loading)."""
+"""CPU-only build check: the CUDA sources compile with nvcc for sm_80 and sm_90 (objects only, no loading), and
+the opt-in sm_90a INT8 GEMM compiles to wgmma (IGMMA) instructions."""
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -62,3 +64,58 @@ def test_bindings_compile(tmp_path: Path, build_config, nvcc: str) -> None:
     ]
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert result.returncode == 0, f"bindings.cpp does not compile:\n{result.stderr[-4000:]}"
+
+
+def _cuobjdump(nvcc: str) -> str | None:
+    """cuobjdump beside nvcc, on PATH, or the copy in triton's wheel (installed with torch)."""
+    beside = Path(nvcc).resolve().parent / "cuobjdump"
+    if beside.is_file():
+        return str(beside)
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    spec = importlib.util.find_spec("triton")
+    if spec is not None and spec.origin is not None:
+        bundled = Path(spec.origin).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+        if bundled.is_file():
+            return str(bundled)
+    return None
+
+
+def test_sm90a_gemm_compiles_to_wgmma(tmp_path: Path, build_config, nvcc: str) -> None:
+    """HOT_KERNELS_SM90A=1's flags: the GEMM's mainloop is Hopper's integer wgmma, not an empty stub."""
+    config = build_config
+    try:
+        cutlass = config.cutlass_include()
+    except RuntimeError as err:
+        pytest.skip(str(err))
+    out = tmp_path / "sm90.o"
+    arches = config.arch_list(sm90a=True)
+    assert "9.0a" in arches and "9.0" not in arches
+    flags = [*config.nvcc_flags(sm90a=True), *config.gencode_flags(["9.0a"]), f"-I{config.CSRC}", f"-I{cutlass}"]
+    cmd = [nvcc, *flags, "-c", str(config.CSRC / "cutlass_sm90_gemm.cu"), "-o", str(out)]
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, f"nvcc failed on cutlass_sm90_gemm.cu (sm_90a):\n{result.stderr[-4000:]}"
+    cuobjdump = _cuobjdump(nvcc)
+    if cuobjdump is None:
+        pytest.skip("no cuobjdump to read the SASS")
+    sass = subprocess.run([cuobjdump, "-sass", str(out)], capture_output=True, text=True, check=True).stdout
+    assert "IGMMA" in sass, "the sm_90a object holds no integer wgmma instruction"
+
+
+def test_sm90a_is_opt_in(build_config, monkeypatch) -> None:
+    """Default builds keep sm_90 and the plain flags; HOT_KERNELS_SM90A=1 turns 9.0 into 9.0a and adds the define."""
+    config = build_config
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0;9.0+PTX")
+    monkeypatch.delenv(config.SM90A_ENV, raising=False)
+    assert config.arch_list() == ["8.0", "9.0+PTX"] and config.nvcc_flags() == config.NVCC_FLAGS
+    monkeypatch.setenv(config.SM90A_ENV, "1")
+    assert config.arch_list() == ["8.0", "9.0a+PTX"]
+    assert config.nvcc_flags() == [*config.NVCC_FLAGS, config.SM90A_DEFINE]
+    assert config.gencode_flags(["9.0a+PTX"]) == [
+        "-gencode=arch=compute_90a,code=sm_90a",
+        "-gencode=arch=compute_90a,code=compute_90a",
+    ]
+    monkeypatch.setenv(config.SM90A_ENV, "yes")
+    with pytest.raises(RuntimeError, match="HOT_KERNELS_SM90A must be 0 or 1, got 'yes'"):
+        config.arch_list()

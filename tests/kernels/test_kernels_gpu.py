@@ -203,7 +203,18 @@ def _gemms() -> list[str]:
         found += ["cutlass", "cutlass-int4"]  # sm80 kernels also run on Hopper (INT4 mma.sync emulated)
     if (major, minor) >= (8, 9):
         found.append("cublas")
+    if (major, minor) == (9, 0) and _sm90_gemm_built():
+        found.append("cutlass-sm90")
     return found
+
+
+def _sm90_gemm_built() -> bool:
+    """Whether hot-kernels was built with HOT_KERNELS_SM90A=1 (checked at collection: no import error raised)."""
+    try:
+        from hot_kernels import _C
+    except ImportError:
+        return False
+    return bool(_C.cutlass_sm90_available())
 
 
 def _int_codes(shape: tuple[int, int], low: int, high: int, seed: int) -> torch.Tensor:
@@ -311,10 +322,11 @@ def test_4bit_gemm_routing(kernel_backend) -> None:
             ref_codes, ref_scale = REF.hq_quantize_grad_output(g_y, 16, bits, "per_token", key)
             _assert_codes(codes, ref_codes)
             _assert_bits(scale, ref_scale)
-            assert (codes.dtype == torch.float8_e4m3fn) == (gemm == "cublas" and bits == 4)
+            fp8 = gemm in ("cublas", "cutlass-sm90") and bits == 4
+            assert (codes.dtype == torch.float8_e4m3fn) == fp8
             out = backend.hq_matmul(codes, scale, w_codes, w_scale, 16)
             ref = REF.hq_matmul(ref_codes, ref_scale, w_codes.cpu().float(), w_scale.cpu(), 16)
-            if gemm == "cublas" and bits == 4:
+            if fp8:
                 torch.testing.assert_close(out.cpu(), ref, rtol=4e-7, atol=0)
             else:
                 assert torch.equal(out.cpu(), ref), (gemm, bits)

@@ -115,6 +115,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="let the real backend run the fused two-pass g_y quantiser (off by default until GPU-verified)",
     )
+    parser.add_argument(
+        "--gemm",
+        default="auto",
+        help="the real backend's GEMM family (hot_kernels.GEMMS): auto, cutlass, cutlass-int4, cublas, "
+        "cutlass-sm90 (needs a HOT_KERNELS_SM90A=1 build), reference",
+    )
 
 
 # --------------------------------------------------------------------------------------------- pure functions
@@ -811,10 +817,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"not measured: no GPU; wrote {args.out}")
         return 0
     torch.manual_seed(args.seed)
-    if args.fused_grad_output:
+    if args.fused_grad_output or args.gemm != "auto":
+        from hot_kernels import GEMMS
+
         from hot.backends import get_backend
 
-        get_backend("real").fused_grad_output = True  # type: ignore[attr-defined]
+        if args.gemm not in GEMMS:
+            raise ValueError(f"--gemm must be one of {list(GEMMS)}, got {args.gemm!r}")
+        real = get_backend("real")
+        real.fused_grad_output = args.fused_grad_output  # type: ignore[attr-defined]
+        real.gemm = args.gemm  # type: ignore[attr-defined]
     payload: dict[str, Any] = {
         "status": "partial",
         "environment": env,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
+import subprocess
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -64,7 +66,37 @@ def arch_list(sm90a: bool | None = None) -> list[str]:
     arches = [a for a in raw.replace(" ", ";").split(";") if a]
     if sm90a is None:
         sm90a = sm90a_requested()
-    return [_to_sm90a(a) for a in arches] if sm90a else arches
+    if not sm90a:
+        return arches
+    for arch in arches:
+        if not re.fullmatch(r"\d+\.\d+a?(\+PTX)?", arch):
+            raise RuntimeError(
+                f"{SM90A_ENV}=1 needs numeric capabilities in TORCH_CUDA_ARCH_LIST (such as 8.0;9.0), got {arch!r}"
+            )
+        if arch == "9.0+PTX":
+            raise RuntimeError(
+                f"{SM90A_ENV}=1 with 9.0+PTX would ship compute_90a PTX, which only compute capability 9.0 runs: "
+                "list 9.0, and e.g. 10.0+PTX for newer GPUs"
+            )
+    return ["9.0a" if a == "9.0" else a for a in arches]
+
+
+def nvcc_version(nvcc: str) -> tuple[int, int] | None:
+    """(major, minor) of ``nvcc --version``; None when it cannot be run or read."""
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60, check=False).stdout
+    except OSError:
+        return None
+    match = re.search(r"release (\d+)\.(\d+)", out)
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def check_sm90a_toolkit(nvcc: str) -> None:
+    """sm_90a (wgmma, TMA) needs CUDA 12 or newer: a clear error before nvcc fails on compute_90a."""
+    version = nvcc_version(nvcc)
+    if version is None or version < (12, 0):
+        found = "unreadable" if version is None else f"{version[0]}.{version[1]}"
+        raise RuntimeError(f"{SM90A_ENV}=1 needs nvcc from CUDA 12 or newer; {nvcc} is {found}")
 
 
 def nvcc_flags(sm90a: bool | None = None) -> list[str]:
@@ -72,10 +104,6 @@ def nvcc_flags(sm90a: bool | None = None) -> list[str]:
     if sm90a is None:
         sm90a = sm90a_requested()
     return [*NVCC_FLAGS, SM90A_DEFINE] if sm90a else list(NVCC_FLAGS)
-
-
-def _to_sm90a(arch: str) -> str:
-    return "9.0a" + arch.removeprefix("9.0") if arch in ("9.0", "9.0+PTX") else arch
 
 
 def gencode_flags(arches: list[str]) -> list[str]:

@@ -13,7 +13,10 @@ from setuptools import setup
 # torch.utils.cpp_extension reads the architectures from this variable.
 os.environ["TORCH_CUDA_ARCH_LIST"] = ";".join(build_config.arch_list())
 
-from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CUDAExtension
+
+if build_config.sm90a_requested():
+    build_config.check_sm90a_toolkit(os.path.join(CUDA_HOME or "/usr/local/cuda", "bin", "nvcc"))
 
 sources = [f"csrc/{name}" for name in (*build_config.CXX_SOURCES, *build_config.CUDA_SOURCES)]
 setup(

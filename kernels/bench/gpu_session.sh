@@ -28,9 +28,13 @@ while [ $# -gt 0 ]; do
       echo "build: $(( $(date +%s) - start )) s for sm_${cap/./} (HOT_KERNELS_SM90A=$sm90a)"
       ;;
     test)
-      timeout "${TEST_TIMEOUT:-300}" "$PY" -m pytest -q -m gpu tests/kernels -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" \
-        >"$OUT/gpu-tests.log" 2>&1 || true
+      # The never-run sm90 GEMM in its own process: a sticky CUDA error there cannot fail the other tests.
+      timeout "${TEST_TIMEOUT:-300}" "$PY" -m pytest -q -m gpu tests/kernels -p no:cacheprovider \
+        --ignore=tests/kernels/test_cutlass_sm90.py --junitxml="$OUT/gpu-tests.xml" >"$OUT/gpu-tests.log" 2>&1 || true
       tail -15 "$OUT/gpu-tests.log"
+      timeout 120 "$PY" -m pytest -q -m gpu tests/kernels/test_cutlass_sm90.py -p no:cacheprovider \
+        >"$OUT/gpu-tests-sm90.log" 2>&1 || true
+      tail -5 "$OUT/gpu-tests-sm90.log"
       ;;
     bench)
       shift
@@ -41,7 +45,8 @@ while [ $# -gt 0 ]; do
       "$PY" kernels/bench/variants.py --out "$OUT/variants.json" 2>&1 | tee "$OUT/variants.log" | tail -40
       ;;
     sm90gemm)
-      "$PY" kernels/bench/sm90_gemm.py --out "$OUT/sm90_gemm.json" 2>&1 | tee "$OUT/sm90_gemm.log" | tail -40
+      "$PY" kernels/bench/sm90_gemm.py --out "$OUT/sm90_gemm.json" 2>&1 | tee "$OUT/sm90_gemm.log" | tail -40 \
+        || echo "sm90gemm failed (the session goes on)"
       ;;
     *) echo "unknown step $1" >&2; exit 2 ;;
   esac

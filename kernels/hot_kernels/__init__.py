@@ -63,8 +63,9 @@ def _device_index(device: torch.device) -> int:
 @functools.cache
 def _sm90_available(index: int) -> bool:
     """Whether this build holds the sm_90a INT8 GEMM and CUDA device ``index`` runs it."""
+    available = getattr(_C, "cutlass_sm90_available", None)  # absent from builds older than the GEMM
     with torch.cuda.device(index):
-        return bool(_C.cutlass_sm90_available())
+        return available is not None and bool(available())
 
 
 def _is_4bit(codes: torch.Tensor) -> bool:

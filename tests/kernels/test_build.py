@@ -82,6 +82,7 @@ def _cuobjdump(nvcc: str) -> str | None:
     return None
 
 
+@pytest.mark.slow
 def test_sm90a_gemm_compiles_to_wgmma(tmp_path: Path, build_config, nvcc: str) -> None:
     """HOT_KERNELS_SM90A=1's flags: the GEMM's mainloop is Hopper's integer wgmma, not an empty stub."""
     config = build_config
@@ -90,8 +91,6 @@ def test_sm90a_gemm_compiles_to_wgmma(tmp_path: Path, build_config, nvcc: str) -
     except RuntimeError as err:
         pytest.skip(str(err))
     out = tmp_path / "sm90.o"
-    arches = config.arch_list(sm90a=True)
-    assert "9.0a" in arches and "9.0" not in arches
     flags = [*config.nvcc_flags(sm90a=True), *config.gencode_flags(["9.0a"]), f"-I{config.CSRC}", f"-I{cutlass}"]
     cmd = [nvcc, *flags, "-c", str(config.CSRC / "cutlass_sm90_gemm.cu"), "-o", str(out)]
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -106,16 +105,33 @@ def test_sm90a_gemm_compiles_to_wgmma(tmp_path: Path, build_config, nvcc: str) -
 def test_sm90a_is_opt_in(build_config, monkeypatch) -> None:
     """Default builds keep sm_90 and the plain flags; HOT_KERNELS_SM90A=1 turns 9.0 into 9.0a and adds the define."""
     config = build_config
-    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0;9.0+PTX")
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0;9.0;10.0+PTX")
     monkeypatch.delenv(config.SM90A_ENV, raising=False)
-    assert config.arch_list() == ["8.0", "9.0+PTX"] and config.nvcc_flags() == config.NVCC_FLAGS
+    assert config.arch_list() == ["8.0", "9.0", "10.0+PTX"] and config.nvcc_flags() == config.NVCC_FLAGS
     monkeypatch.setenv(config.SM90A_ENV, "1")
-    assert config.arch_list() == ["8.0", "9.0a+PTX"]
+    assert config.arch_list() == ["8.0", "9.0a", "10.0+PTX"]
     assert config.nvcc_flags() == [*config.NVCC_FLAGS, config.SM90A_DEFINE]
-    assert config.gencode_flags(["9.0a+PTX"]) == [
-        "-gencode=arch=compute_90a,code=sm_90a",
-        "-gencode=arch=compute_90a,code=compute_90a",
-    ]
+    assert config.gencode_flags(["9.0a"]) == ["-gencode=arch=compute_90a,code=sm_90a"]
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0;9.0+PTX")
+    with pytest.raises(RuntimeError, match=r"9\.0\+PTX would ship compute_90a PTX"):
+        config.arch_list()
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "Hopper")
+    with pytest.raises(RuntimeError, match=r"needs numeric capabilities .* got 'Hopper'"):
+        config.arch_list()
     monkeypatch.setenv(config.SM90A_ENV, "yes")
     with pytest.raises(RuntimeError, match="HOT_KERNELS_SM90A must be 0 or 1, got 'yes'"):
         config.arch_list()
+
+
+def test_sm90a_needs_cuda_12(build_config, nvcc: str, tmp_path: Path) -> None:
+    config = build_config
+    version = config.nvcc_version(nvcc)
+    assert version is not None and version >= (11, 0)
+    if version >= (12, 0):
+        config.check_sm90a_toolkit(nvcc)
+    fake = tmp_path / "nvcc"
+    fake.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 11.8, V11.8.89'\n")
+    fake.chmod(0o755)
+    assert config.nvcc_version(str(fake)) == (11, 8)
+    with pytest.raises(RuntimeError, match=r"needs nvcc from CUDA 12 or newer; .* is 11\.8"):
+        config.check_sm90a_toolkit(str(fake))

@@ -214,7 +214,7 @@ def _sm90_gemm_built() -> bool:
         from hot_kernels import _C
     except ImportError:
         return False
-    return bool(_C.cutlass_sm90_available())
+    return bool(getattr(_C, "cutlass_sm90_available", lambda: False)())  # False for builds older than the GEMM
 
 
 def _int_codes(shape: tuple[int, int], low: int, high: int, seed: int) -> torch.Tensor:

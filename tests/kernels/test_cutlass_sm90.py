@@ -25,15 +25,20 @@ SHAPES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def ops():
-    """hot_kernels._C on a compute capability 9.x GPU with the sm_90a GEMM built in; skips otherwise."""
+def _extension():
+    """hot_kernels._C with the sm90 GEMM's entry points; skips without a GPU or with an older build."""
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
     hot_kernels = pytest.importorskip("hot_kernels", reason="hot-kernels extension not built")
-    ops = hot_kernels._C
-    if not hasattr(ops, "cutlass_gemm_s8_sm90"):
+    if not hasattr(hot_kernels._C, "cutlass_gemm_s8_sm90"):
         pytest.skip("extension built before the sm90 GEMM existed")
+    return hot_kernels._C
+
+
+@pytest.fixture(scope="module")
+def ops():
+    """hot_kernels._C on a compute capability 9.x GPU with the sm_90a GEMM built in; skips otherwise."""
+    ops = _extension()
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the sm_90a GEMM needs a Hopper GPU (compute capability 9.x)")
     if not ops.cutlass_sm90_available():
@@ -135,12 +140,7 @@ def test_sm90_gemm_errors(ops) -> None:
 
 def test_sm90_unavailable_elsewhere() -> None:
     """On a GPU that is not compute capability 9.0 the GEMM reports itself unavailable and raises clearly."""
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU")
-    hot_kernels = pytest.importorskip("hot_kernels", reason="hot-kernels extension not built")
-    ops = hot_kernels._C
-    if not hasattr(ops, "cutlass_gemm_s8_sm90"):
-        pytest.skip("extension built before the sm90 GEMM existed")
+    ops = _extension()
     if torch.cuda.get_device_capability() == (9, 0):
         pytest.skip("Hopper: covered by the tests above")
     assert not ops.cutlass_sm90_available()

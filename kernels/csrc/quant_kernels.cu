@@ -283,25 +283,14 @@ __global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t i
   }
 }
 
-// Pass 2 (one block): hot.quant.sawb_scale in float32 from the sums.
+// Pass 2 (one block of 32): hot.quant.sawb_scale in float32 from the sums. Every lane stages the partials in
+// shared memory (coalesced loads) for the single thread that adds them in index order: one thread loading
+// them from global memory one by one would wait out the load latency hundreds of times.
 __global__ void sawb_finish(const double* partials, int count, double numel, bool sawb4, int qmax, float* scale) {
-  if (threadIdx.x != 0) return;
-  double s2 = 0.0, s1 = 0.0;
-  float amax = 0.0f;
-  for (int i = 0; i < count; ++i) {
-    s2 += partials[3 * i];
-    s1 += partials[3 * i + 1];
-    amax = fmaxf(amax, static_cast<float>(partials[3 * i + 2]));
-  }
-  float clip = amax;
-  if (sawb4) {
-    // torch's mean is float32 sum / N: divide in float32 too (exact sums then give the same bits).
-    const float n = static_cast<float>(numel);
-    const float mean2 = __fdiv_rn(static_cast<float>(s2), n), mean1 = __fdiv_rn(static_cast<float>(s1), n);
-    clip = __fsub_rn(__fmul_rn(12.1f, __fsqrt_rn(mean2)), __fmul_rn(12.2f, mean1));
-    clip = clip > 0.0f ? clip : amax;
-  }
-  *scale = clip > 0.0f ? __fdiv_rn(clip, static_cast<float>(qmax)) : 1.0f;
+  __shared__ double staged[3 * kSawbBlocks];
+  for (int i = threadIdx.x; i < 3 * count; i += blockDim.x) staged[i] = partials[i];
+  __syncthreads();
+  if (threadIdx.x == 0) *scale = sawb_scale_from_partials(staged, count, numel, sawb4, qmax);
 }
 
 // Pass 3: transform again, round to nearest, write W's codes transposed (N contiguous bytes per thread).

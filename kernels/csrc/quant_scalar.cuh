@@ -38,6 +38,22 @@ HOT_HD float div_rn(float a, float b) {
 #endif
 }
 
+HOT_HD float sub_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+
+HOT_HD float sqrt_rn(float a) {
+#ifdef __CUDA_ARCH__
+  return __fsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+
 HOT_HD uint32_t fmix32(uint32_t h) {
   h ^= h >> 16;
   h *= 0x85EBCA6Bu;
@@ -55,6 +71,27 @@ HOT_HD float hash_uniform(uint64_t index, uint32_t key) {
 // absmax_scale: amax / qmax, or 1 for an all-zero group.
 HOT_HD float absmax_to_scale(float amax, int qmax) {
   return amax > 0.0f ? div_rn(amax, static_cast<float>(qmax)) : 1.0f;
+}
+
+// hot.quant.sawb_scale from per-block partial sums: (sum b², sum |b|, max |b|) triples, added in index order
+// in double (a fixed order: the same bits on every run). 4-bit SAWB clip 12.1·sqrt(mean b²) − 12.2·mean |b|
+// (max |b| if that is ≤ 0), with torch's float32 mean (float32 sum / N); the 8-bit clip is max |b|.
+HOT_HD float sawb_scale_from_partials(const double* partials, int count, double numel, bool sawb4, int qmax) {
+  double s2 = 0.0, s1 = 0.0;
+  float amax = 0.0f;
+  for (int i = 0; i < count; ++i) {
+    s2 += partials[3 * i];
+    s1 += partials[3 * i + 1];
+    amax = fmaxf(amax, static_cast<float>(partials[3 * i + 2]));
+  }
+  float clip = amax;
+  if (sawb4) {
+    const float n = static_cast<float>(numel);
+    const float mean2 = div_rn(static_cast<float>(s2), n), mean1 = div_rn(static_cast<float>(s1), n);
+    clip = sub_rn(mul_rn(12.1f, sqrt_rn(mean2)), mul_rn(12.2f, mean1));
+    clip = clip > 0.0f ? clip : amax;
+  }
+  return clip > 0.0f ? div_rn(clip, static_cast<float>(qmax)) : 1.0f;
 }
 
 HOT_HD float clamp_code(float q, int qmax) {

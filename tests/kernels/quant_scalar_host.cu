@@ -5,6 +5,8 @@
 //   nearest    qmax i32, n u64, n (v, s) f32 pairs      -> n i8    nearest_code
 //   scale      qmax i32, n u64, n amax f32              -> n f32   absmax_to_scale
 //   e4m3       n u64 (even), n codes f32                -> n u8    e4m3_of_code, then n u8 from e4m3x2_of_codes
+//   sawb       qmax i32, sawb4 i32, numel f64, n u64, n (sum b², sum |b|, max |b|) f64 triples
+//                                                       -> 1 f32   sawb_scale_from_partials
 #include "quant_scalar.cuh"
 
 #include <cstdint>
@@ -44,7 +46,7 @@ void write_many(const std::vector<T>& values) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: quant_scalar_host uniform|stochastic|nearest|scale|e4m3 < input\n");
+    std::fprintf(stderr, "usage: quant_scalar_host uniform|stochastic|nearest|scale|e4m3|sawb < input\n");
     return 2;
   }
   const char* op = argv[1];
@@ -89,6 +91,15 @@ int main(int argc, char** argv) {
     }
     write_many(one);
     write_many(pairs);
+  } else if (!std::strcmp(op, "sawb")) {
+    const auto qmax = read_one<int32_t>();
+    const auto sawb4 = read_one<int32_t>() != 0;
+    const auto numel = read_one<double>();
+    const auto count = read_one<uint64_t>();
+    const auto partials = read_many<double>(3 * count);
+    const std::vector<float> scale{
+        hot::sawb_scale_from_partials(partials.data(), static_cast<int>(count), numel, sawb4, qmax)};
+    write_many(scale);
   } else {
     std::fprintf(stderr, "quant_scalar_host: unknown op %s\n", op);
     return 2;

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from hot.quant import absmax_scale, qmax, quantize
+from hot.quant import absmax_scale, qmax, quantize, sawb_scale
 from hot.rounding import uniform
 
 pytestmark = pytest.mark.build
@@ -101,3 +101,35 @@ def test_e4m3_bytes_of_every_int8_code(host) -> None:
     assert np.array_equal(one, expected) and np.array_equal(pairs, expected)
     exact = codes.abs() <= 16  # every code an FP8 GEMM operand can hold exactly (4-bit codes and more)
     assert torch.equal(torch.from_numpy(one.copy()).view(torch.float8_e4m3fn).float()[exact], codes[exact])
+
+
+def _sawb_partials(t: torch.Tensor, blocks: int) -> np.ndarray:
+    """The weight kernel's pass 1 on the CPU: (sum b², sum |b|, max |b|) in float64 over ``blocks`` chunks."""
+    chunks = np.array_split(t.reshape(-1).double().numpy(), blocks)
+    return np.array([(np.sum(c * c), np.sum(np.abs(c)), np.max(np.abs(c), initial=0.0)) for c in chunks])
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize(
+    "case",
+    ["integers", "constant_magnitude", "zeros", "one_nonzero"],
+)
+def test_sawb_scale_from_partials_matches_sawb_scale(host, bits: int, case: str) -> None:
+    """The weight quantiser's scale from its partial sums equals hot.quant.sawb_scale bit for bit. Values are
+    small multiples of 2^-7 (as transformed integer weights are), so float32 sums are exact too and the float64
+    sums leave nothing to round differently; constant magnitudes make 4-bit SAWB's clip negative (amax taken)."""
+    g = torch.Generator().manual_seed(bits)
+    t = torch.randint(-32, 33, (96, 64), generator=g).float() * 2**-7
+    if case == "constant_magnitude":
+        t = torch.where(t >= 0, 0.5, -0.5)
+    elif case == "zeros":
+        t = torch.zeros(96, 64)
+    elif case == "one_nonzero":
+        t = torch.zeros(96, 64)
+        t[5, 7] = -0.75
+    partials = _sawb_partials(t, 256)
+    header = struct.pack("<iidQ", qmax(bits), int(bits == 4), float(t.numel()), len(partials))
+    out = host("sawb", header + partials.astype(np.float64).tobytes())
+    got = torch.from_numpy(np.frombuffer(out, dtype=np.float32).copy()).reshape(())
+    want = sawb_scale(t, bits)
+    assert torch.equal(got, want), (got.item(), want.item())

@@ -81,3 +81,15 @@ def test_hot_error_is_lower_than_plain_int4_on_outlier_gradients():
         m(xx).backward(g)
         errors[method] = rel(xx.grad, g @ layer.weight.detach())
     assert errors["hot"] < errors["int4"] / 2
+
+
+def test_register_backend_serves_layers_created_afterwards(monkeypatch):
+    from hot import backends
+    from hot.backends.reference import ReferenceBackend
+
+    monkeypatch.setattr(backends, "_REGISTRY", {})
+    replacement = ReferenceBackend()
+    backends.register_backend("fake", replacement)
+    assert create_method(HOTConfig(backend="fake")).backend is replacement
+    with pytest.raises(ValueError, match="backend must be 'fake' or 'real', got 'gpu'"):
+        backends.register_backend("gpu", replacement)

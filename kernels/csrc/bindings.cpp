@@ -274,8 +274,8 @@ at::Tensor cutlass_gemm_s4(const at::Tensor& a, const at::Tensor& b) {
   return d;
 }
 
-// int32 (M, N) = A (M, K) · Bᵀ with B stored (N, K), int8.
-at::Tensor cutlass_gemm_s8(const at::Tensor& a, const at::Tensor& b) {
+// The operands of both INT8 GEMMs: contiguous, 16-byte aligned int8 CUDA matrices A (M, K) and B (N, K).
+void check_int8_gemm_operands(const at::Tensor& a, const at::Tensor& b) {
   check_cuda(a, "a");
   check_cuda(b, "b");
   check_dtype(a, at::kChar, "a");
@@ -283,6 +283,11 @@ at::Tensor cutlass_gemm_s8(const at::Tensor& a, const at::Tensor& b) {
   check_aligned(a, "a");
   check_aligned(b, "b");
   TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(1), "a (M, K) and b (N, K) must agree in K");
+}
+
+// int32 (M, N) = A (M, K) · Bᵀ with B stored (N, K), int8.
+at::Tensor cutlass_gemm_s8(const at::Tensor& a, const at::Tensor& b) {
+  check_int8_gemm_operands(a, b);
   TORCH_CHECK(a.size(1) % 16 == 0, "INT8 GEMM needs K a multiple of 16, got ", num(a.size(1)));
   TORCH_CHECK(b.size(0) % 4 == 0, "INT8 GEMM needs N a multiple of 4, got ", num(b.size(0)));
   const c10::cuda::CUDAGuard guard(a.device());
@@ -294,24 +299,14 @@ at::Tensor cutlass_gemm_s8(const at::Tensor& a, const at::Tensor& b) {
   return d;
 }
 
-}  // namespace
-
-namespace {
-
 // int32 (M, N) = A (M, K) · Bᵀ with B stored (N, K), int8, by the CUTLASS sm_90a (wgmma/TMA) GEMM. TMA wants
 // 16-byte aligned bases and row pitches: K % 16 == 0 (int8 rows of A and B), N % 4 == 0 (int32 rows of D).
 // variant 0: cooperative 128x128x128, stream-K scheduler; 1: ping-pong 64x128x128. decomposition (variant 0):
 // 0 heuristic, 1 data-parallel, 2 stream-K, 3 split-K into `splits`.
 at::Tensor cutlass_gemm_s8_sm90(const at::Tensor& a, const at::Tensor& b, int64_t variant, int64_t decomposition,
                                 int64_t splits) {
-  check_cuda(a, "a");
-  check_cuda(b, "b");
-  check_dtype(a, at::kChar, "a");
-  check_dtype(b, at::kChar, "b");
-  check_aligned(a, "a");
-  check_aligned(b, "b");
+  check_int8_gemm_operands(a, b);
   TORCH_CHECK(a.device() == b.device(), "a and b must be on the same device");
-  TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(1), "a (M, K) and b (N, K) must agree in K");
   const int64_t m = a.size(0), n = b.size(0), k = a.size(1);
   TORCH_CHECK(k % 16 == 0, "sm90 INT8 GEMM needs K a multiple of 16 (TMA: 16-byte rows), got ", num(k));
   TORCH_CHECK(n % 4 == 0, "sm90 INT8 GEMM needs N a multiple of 4 (TMA: 16-byte int32 rows), got ", num(n));

@@ -24,12 +24,17 @@ def _cuda_include(nvcc: str) -> Path:
     pytest.skip(f"cuda_runtime.h not found under {[str(c) for c in candidates]} (set CUDA_HOME)")
 
 
-def test_cuda_sources_compile_for_sm80_and_sm90(tmp_path: Path, build_config, nvcc: str) -> None:
-    config = build_config
+def _cutlass_include(config) -> Path:
+    """The CUTLASS headers the build would use; skips when there are none."""
     try:
-        cutlass = config.cutlass_include()
+        return config.cutlass_include()
     except RuntimeError as err:
         pytest.skip(str(err))
+
+
+def test_cuda_sources_compile_for_sm80_and_sm90(tmp_path: Path, build_config, nvcc: str) -> None:
+    config = build_config
+    cutlass = _cutlass_include(config)
     flags = [*config.NVCC_FLAGS, *config.gencode_flags(["8.0", "9.0"]), f"-I{config.CSRC}", f"-I{cutlass}"]
 
     def compile_one(name: str) -> subprocess.CompletedProcess:
@@ -86,10 +91,7 @@ def _cuobjdump(nvcc: str) -> str | None:
 def test_sm90a_gemm_compiles_to_wgmma(tmp_path: Path, build_config, nvcc: str) -> None:
     """HOT_KERNELS_SM90A=1's flags: the GEMM's mainloop is Hopper's integer wgmma, not an empty stub."""
     config = build_config
-    try:
-        cutlass = config.cutlass_include()
-    except RuntimeError as err:
-        pytest.skip(str(err))
+    cutlass = _cutlass_include(config)
     out = tmp_path / "sm90.o"
     flags = [*config.nvcc_flags(sm90a=True), *config.gencode_flags(["9.0a"]), f"-I{config.CSRC}", f"-I{cutlass}"]
     cmd = [nvcc, *flags, "-c", str(config.CSRC / "cutlass_sm90_gemm.cu"), "-o", str(out)]

@@ -95,6 +95,14 @@ def quantize_grad_output_separately(
 _REGISTRY: dict[str, Backend] = {}
 
 
+def register_backend(name: str, backend: Backend) -> None:
+    """Serve ``backend`` as ``name`` (``fake`` or ``real``) to layers created from now on (e.g. a
+    ``hot_kernels.KernelBackend`` with non-default options)."""
+    if name not in ("fake", "real"):
+        raise ValueError(f"backend must be 'fake' or 'real', got {name!r}")
+    _REGISTRY[name] = backend
+
+
 def get_backend(name: str) -> Backend:
     """The backend called ``name`` (``fake`` or ``real``), loaded on first use."""
     if name not in _REGISTRY:

@@ -818,15 +818,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     torch.manual_seed(args.seed)
     if args.fused_grad_output or args.gemm != "auto":
-        from hot_kernels import GEMMS
+        from hot_kernels import KernelBackend  # validates the GEMM family
 
-        from hot.backends import get_backend
+        from hot.backends import register_backend
 
-        if args.gemm not in GEMMS:
-            raise ValueError(f"--gemm must be one of {list(GEMMS)}, got {args.gemm!r}")
-        real = get_backend("real")
-        real.fused_grad_output = args.fused_grad_output  # type: ignore[attr-defined]
-        real.gemm = args.gemm  # type: ignore[attr-defined]
+        register_backend("real", KernelBackend(gemm=args.gemm, fused_grad_output=args.fused_grad_output))
     payload: dict[str, Any] = {
         "status": "partial",
         "environment": env,

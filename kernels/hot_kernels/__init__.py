@@ -199,9 +199,14 @@ class KernelBackend:
             return "cutlass-int4"
         return "cublas" if major >= 9 else "reference"
 
+    def _gx_gemm(self, device: torch.device) -> str:
+        """The family of the g_x GEMM on ``device``: ``cutlass-sm90`` differs from ``cublas`` only in g_w."""
+        gemm = self.gemm_for(device)
+        return "cublas" if gemm == "cutlass-sm90" else gemm
+
     def _fp8_codes(self, device: torch.device, bits: int, *dims: int) -> bool:
         """Whether the quantisers write e4m3 codes: the FP8 GEMM reads 4-bit ones as they are (K, N % 16 == 0)."""
-        return bits == 4 and self.gemm_for(device) in ("cublas", "cutlass-sm90") and all(d % 16 == 0 for d in dims)
+        return bits == 4 and self._gx_gemm(device) == "cublas" and all(d % 16 == 0 for d in dims)
 
     # --- g_x path -------------------------------------------------------------------------------
 
@@ -253,9 +258,7 @@ class KernelBackend:
         col = _scale(b_scale, "b_scale", (1,))
         a = _aligned(a)
         b_t = _aligned(b.t())  # (I, O): K contiguous; a no-op for hq_quantize_weight's codes
-        gemm = self.gemm_for(a.device)
-        if gemm == "cutlass-sm90":
-            gemm = "cublas"  # its g_x GEMM is the FP8 one
+        gemm = self._gx_gemm(a.device)
         if not narrow and gemm in ("cublas", "cutlass-int4"):
             gemm = "cutlass"  # 8-bit codes: the INT8 sm80 GEMM is exact for any int8 (it also runs on sm_90)
         if gemm == "cublas" and n % 16 == 0 and m > 0:

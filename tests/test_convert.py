@@ -1,3 +1,6 @@
+import copy
+import warnings
+
 import pytest
 import timm
 import torch
@@ -84,3 +87,57 @@ def test_set_config_switches_bits_and_keeps_state():
 def test_convert_rejects_a_non_config():
     with pytest.raises(TypeError, match="HOTConfig"):
         hot.convert(nn.Linear(2, 2), {"method": "hot"})
+
+
+def _tiny_vit(**kwargs):
+    return timm.create_model(
+        "vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, num_classes=10, **kwargs
+    )
+
+
+def test_convert_records_the_vit_token_grid_and_layer_names():
+    model = hot.convert(_tiny_vit(reg_tokens=2), HOTConfig(), exclude=["head"])
+    layers = dict(hot.hot_layers(model))
+    grid = hot.TokenGrid(prefix=3, height=4, width=4)  # class + 2 register tokens, 32/8 = 4×4 patches
+    assert layers["blocks.0.attn.qkv"].hot_grid == grid and layers["blocks.0.attn.qkv"].hot_name == "blocks.0.attn.qkv"
+    assert layers["patch_embed.proj"].hot_grid is None  # convolutions window their own output
+    x = torch.randn(2, 3, 32, 32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every layer has its grid: no fallback warning
+        model(x).sum().backward()
+
+
+def test_spatial_windows_change_the_vit_gradient_and_paper_strips_remain_available():
+    torch.manual_seed(0)
+    base = _tiny_vit()
+    x = torch.randn(2, 3, 32, 32)
+
+    def grad(blocking):
+        model = hot.convert(copy.deepcopy(base), HOTConfig(hla_blocking=blocking, seed=1), exclude=["head"])
+        model(x).sum().backward()
+        return model.blocks[0].mlp.fc1.weight.grad
+
+    assert not torch.allclose(grad("spatial"), grad("paper"))
+
+
+def test_a_token_count_that_contradicts_the_grid_names_the_layer_and_both_shapes():
+    model = hot.convert(_tiny_vit(), HOTConfig(), token_grid=hot.TokenGrid(1, 5, 5))
+    with pytest.raises(ValueError, match=r"blocks\.0\.attn\.qkv.*\(2, 17, 192\).*T = 17.*1 prefix \+ 5x5 grid = 26"):
+        model(torch.randn(2, 3, 32, 32)).sum().backward()
+
+
+def test_a_layer_without_grid_warns_once_by_name():
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4))
+    hot.convert(model, HOTConfig())
+    x = torch.randn(3, 20, 8)
+    with pytest.warns(UserWarning) as caught:
+        model(x).sum().backward()
+    names = sorted(str(w.message).split(":")[0] for w in caught if "no token grid" in str(w.message))
+    assert names == ["HOT layer '0'", "HOT layer '2'"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model(x).sum().backward()  # once per layer
+    fp = hot.convert(nn.Sequential(nn.Linear(8, 4)), HOTConfig(method="fp"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fp(x).sum().backward()  # methods without HLA do not care

@@ -2,9 +2,29 @@ import pytest
 import torch
 
 from hot.hadamard import hadamard_matrix
-from hot.hla import hla_basis, hla_project, lp_l1_pairs, lp_l1_rows, official_block, projected_rows
+from hot.hla import (
+    HLAWindows,
+    TokenGrid,
+    hla_basis,
+    hla_lowpass,
+    hla_project,
+    hla_windows,
+    lp_l1_pairs,
+    lp_l1_rows,
+    official_block,
+    projected_rows,
+)
 
 WALSH = torch.tensor([[1, 1, 1, 1], [1, 1, -1, -1], [1, -1, -1, 1], [1, -1, 1, -1]], dtype=torch.float32)
+
+
+def paper(tokens: int) -> HLAWindows:
+    return hla_windows(tokens, "paper")
+
+
+def spatial(prefix: int, height: int, width: int) -> HLAWindows:
+    grid = TokenGrid(prefix, height, width)
+    return hla_windows(grid.tokens, "spatial", grid)
 
 
 def test_lp_l1_order_rank8():
@@ -23,25 +43,72 @@ def test_rank4_is_prefix_of_rank8():
     assert lp_l1_rows(8)[:4] == lp_l1_rows(4)
 
 
-def test_projection_equals_explicit_p_per_block():
+def test_paper_projection_equals_explicit_p_per_block():
     tokens, channels, rank = 32, 5, 8
     x = torch.randn(3 * tokens, channels, dtype=torch.float64)
     p = hla_basis(rank, torch.float64)
     blocks = x.reshape(3, tokens // 16, 16, channels)
     explicit = torch.einsum("rk,sbkc->sbrc", p, blocks).reshape(-1, channels)
-    torch.testing.assert_close(hla_project(x, tokens, rank), explicit)
+    torch.testing.assert_close(hla_project(x, paper(tokens), rank), explicit)
 
 
-def _hla_gw(g, x, tokens, rank, blocking="paper"):
-    block = 16 if blocking == "paper" else official_block(tokens)
-    return hla_project(g, tokens, rank, blocking).t() @ hla_project(x, tokens, rank, blocking) / block
+def explicit_spatial(t: torch.Tensor, prefix: int, height: int, width: int, rank: int) -> torch.Tensor:
+    """Each 4×4 window of the zero-padded grid, flattened row by row, times P; then the prefix rows times 4."""
+    samples, channels = t.shape[0] // (prefix + height * width), t.shape[1]
+    x = t.reshape(samples, -1, channels)
+    grid = x[:, prefix:].reshape(samples, height, width, channels)
+    padded = grid.new_zeros(samples, -(-height // 4) * 4, -(-width // 4) * 4, channels)
+    padded[:, :height, :width] = grid
+    p = hla_basis(rank, t.dtype)
+    rows = []
+    for s in range(samples):
+        for a in range(padded.shape[1] // 4):
+            for b in range(padded.shape[2] // 4):
+                window = padded[s, 4 * a : 4 * a + 4, 4 * b : 4 * b + 4].reshape(16, channels)
+                rows.append(p @ window)
+    return torch.cat([torch.cat(rows), 4 * x[:, :prefix].reshape(-1, channels)])
 
 
-def test_rank16_is_exact_and_padding_changes_nothing():
-    tokens = 197  # ViT-B: not a multiple of 16, padded to 208 per sample
-    g = torch.randn(2 * tokens, 7, dtype=torch.float64)
-    x = torch.randn(2 * tokens, 9, dtype=torch.float64)
-    torch.testing.assert_close(_hla_gw(g, x, tokens, 16), g.t() @ x)
+@pytest.mark.parametrize(("prefix", "height", "width", "rank"), [(1, 7, 7, 8), (0, 8, 8, 4), (2, 5, 9, 16), (1, 14, 14, 1)])
+def test_spatial_projection_is_kron_basis_over_4x4_windows(prefix, height, width, rank):
+    t = torch.randn(3 * (prefix + height * width), 6, dtype=torch.float64)
+    windows = spatial(prefix, height, width)
+    got = hla_project(t, windows, rank)
+    torch.testing.assert_close(got, explicit_spatial(t, prefix, height, width, rank))
+    assert got.shape[0] == projected_rows(t.shape[0], windows, rank)
+
+
+def test_spatial_index_map_reads_every_grid_token_once():
+    w = spatial(1, 7, 9)  # pads to 8×12: 2×3 windows
+    assert w.windows == 6 and w.block == 16
+    index = w.index_map
+    inside = index[index >= 0]
+    assert sorted(inside.tolist()) == list(range(1, 64))  # every grid token once, the class token never
+    assert (index < 0).sum() == 6 * 16 - 63
+    assert index[0].tolist()[:8] == [1, 2, 3, 4, 10, 11, 12, 13]  # window (0, 0): rows 0 and 1 of the grid
+
+
+def _hla_gw(g, x, windows, rank):
+    return hla_project(g, windows, rank).t() @ hla_project(x, windows, rank) / windows.block
+
+
+@pytest.mark.parametrize("windows", [paper(197), spatial(1, 14, 14), spatial(2, 3, 5)], ids=str)
+def test_rank16_is_exact_padding_and_prefix_included(windows):
+    g = torch.randn(2 * windows.tokens, 7, dtype=torch.float64)
+    x = torch.randn(2 * windows.tokens, 9, dtype=torch.float64)
+    torch.testing.assert_close(_hla_gw(g, x, windows, 16), g.t() @ x)
+
+
+def test_prefix_term_is_exact_at_every_rank():
+    w = spatial(1, 6, 6)
+    g = torch.randn(2 * w.tokens, 3, dtype=torch.float64)
+    x = torch.randn(2 * w.tokens, 4, dtype=torch.float64)
+    cls = torch.zeros(w.tokens, dtype=torch.bool)
+    cls[0] = True
+    cls = cls.repeat(2)
+    only_grid = _hla_gw(g * ~cls[:, None], x, w, 2)
+    # the prefix rows add exactly g_clsᵀ x_cls to whatever the windows give
+    torch.testing.assert_close(_hla_gw(g, x, w, 2), only_grid + g[cls].t() @ x[cls])
 
 
 def test_padding_is_exact_at_low_rank():
@@ -50,15 +117,31 @@ def test_padding_is_exact_at_low_rank():
     g = torch.randn(2 * tokens, 4, dtype=torch.float64)
     x = torch.randn(2 * tokens, 6, dtype=torch.float64)
     pad = lambda t: torch.cat([t.reshape(2, tokens, -1), t.new_zeros(2, 12, t.shape[1])], 1).reshape(-1, t.shape[1])  # noqa: E731
-    torch.testing.assert_close(_hla_gw(g, x, tokens, 8), _hla_gw(pad(g), pad(x), 32, 8))
+    torch.testing.assert_close(_hla_gw(g, x, paper(tokens), 8), _hla_gw(pad(g), pad(x), paper(32), 8))
 
 
 def test_rank8_equals_projector_form():
-    tokens = 16
-    g = torch.randn(tokens, 4, dtype=torch.float64)
-    x = torch.randn(tokens, 6, dtype=torch.float64)
+    g = torch.randn(16, 4, dtype=torch.float64)
+    x = torch.randn(16, 6, dtype=torch.float64)
     p = hla_basis(8, torch.float64)
-    torch.testing.assert_close(_hla_gw(g, x, tokens, 8), g.t() @ (p.t() @ p / 16) @ x)
+    torch.testing.assert_close(_hla_gw(g, x, paper(16), 8), g.t() @ (p.t() @ p / 16) @ x)
+
+
+def test_rank1_keeps_a_field_constant_on_windows_only_with_spatial_windows():
+    # A feature map constant on each 4×4 window: rank 1 (the window mean) keeps it exactly on 2-D windows;
+    # 1×16 strips of the same raster order mix rows of different windows and lose it.
+    coarse = torch.randn(2, 2, 3, dtype=torch.float64)
+    field = coarse.repeat_interleave(4, 0).repeat_interleave(4, 1).reshape(64, 3)
+    torch.testing.assert_close(hla_lowpass(field, spatial(0, 8, 8), 1), field)
+    assert not torch.allclose(hla_lowpass(field, paper(64), 1), field)
+
+
+def test_lowpass_passes_prefix_tokens_through():
+    w = spatial(1, 5, 5)
+    t = torch.randn(3 * w.tokens, 2, dtype=torch.float64)
+    out = hla_lowpass(t, w, 3).reshape(3, w.tokens, 2)
+    torch.testing.assert_close(out[:, 0], t.reshape(3, w.tokens, 2)[:, 0])
+    torch.testing.assert_close(hla_lowpass(t, w, 16), t)
 
 
 def test_official_blocking_is_identity_for_vit_tokens():
@@ -66,7 +149,7 @@ def test_official_blocking_is_identity_for_vit_tokens():
     g = torch.randn(tokens, 4, dtype=torch.float64)
     x = torch.randn(tokens, 6, dtype=torch.float64)
     assert official_block(tokens) == 1
-    torch.testing.assert_close(_hla_gw(g, x, tokens, 8, "official"), g.t() @ x)
+    torch.testing.assert_close(_hla_gw(g, x, hla_windows(tokens, "official"), 8), g.t() @ x)
     assert official_block(3136) == 64 and official_block(48) == 16
 
 
@@ -76,20 +159,33 @@ def test_official_blocking_keeps_lowest_sequency_rows():
     h = hadamard_matrix(64, torch.float64)
     changes = (h[:, 1:] != h[:, :-1]).sum(1)
     kept = h[changes < 32]
-    got = hla_project(x, tokens, 8, "official")
+    got = hla_project(x, hla_windows(tokens, "official"), 8)
     assert got.shape == (32, 3)
     torch.testing.assert_close(got, kept[changes[changes < 32].argsort()] @ x)
 
 
+def test_spatial_without_grid_reads_strips():
+    assert hla_windows(50, "spatial") == paper(50)
+
+
 def test_bad_input_raises():
     with pytest.raises(ValueError, match="whole number of samples"):
-        hla_project(torch.zeros(10, 3), 4, 8)
+        hla_project(torch.zeros(10, 3), paper(4), 8)
     with pytest.raises(ValueError, match="rank"):
         lp_l1_rows(0)
+    with pytest.raises(ValueError, match="hla_blocking must be one of"):
+        hla_windows(16, "tiles")
+    with pytest.raises(ValueError, match=r"token grid \(1 prefix \+ 7x7 grid = 50 tokens\) does not match T = 49"):
+        hla_windows(49, "spatial", TokenGrid(1, 7, 7))
+    with pytest.raises(ValueError, match="prefix"):
+        TokenGrid(-1, 2, 2)
 
 
-def test_projected_rows_are_blocks_times_rank_per_sample() -> None:
-    assert projected_rows(128 * 197, 197, 8) == 128 * 13 * 8  # 197 positions pad to 13 blocks of 16
-    assert projected_rows(64, 32, 8) == 32  # whole blocks: exactly L/2 at rank 8
-    assert projected_rows(64, 32, 4) == 16
-    assert projected_rows(2 * 24, 24, 8, "official") == 2 * 3 * 4  # official block 8: rank round(8·8/16)
+def test_projected_rows_count_windows_padding_and_prefix() -> None:
+    assert projected_rows(128 * 197, paper(197), 8) == 128 * 13 * 8  # 197 positions pad to 13 blocks of 16
+    assert projected_rows(64, paper(32), 8) == 32  # whole blocks: exactly L/2 at rank 8
+    assert projected_rows(64, paper(32), 4) == 16
+    assert projected_rows(2 * 24, hla_windows(24, "official"), 8) == 2 * 3 * 4  # official block 8
+    # ViT-B/16: 14×14 patches pad to 16×16 = 16 windows, plus the class token's row
+    assert projected_rows(128 * 197, spatial(1, 14, 14), 8) == 128 * (16 * 8 + 1)
+    assert spatial(1, 14, 14).padded_tokens() == 257

@@ -169,12 +169,19 @@ def test_conv1x1_equals_linear_over_pixels():
     g = torch.randn(2, 48, 8, 8)
     cfg = HOTConfig()
     gx_c, gw_c, gb_c = hot_grads(conv, cfg, x, g)
-    x_tok = x.permute(0, 2, 3, 1).reshape(2, 64, 32)
-    g_tok = g.permute(0, 2, 3, 1).reshape(2, 64, 48)
+    # channels-last (B, H, W, C): the Linear's grid is its input's H×W, so HLA windows it as the conv
+    x_tok = x.permute(0, 2, 3, 1)
+    g_tok = g.permute(0, 2, 3, 1)
     gx_l, gw_l, gb_l = hot_grads(lin, cfg, x_tok, g_tok)
-    torch.testing.assert_close(gx_c.permute(0, 2, 3, 1).reshape(2, 64, 32), gx_l)
+    torch.testing.assert_close(gx_c.permute(0, 2, 3, 1), gx_l)
     torch.testing.assert_close(gw_c.reshape(48, 32), gw_l)
     torch.testing.assert_close(gb_c, gb_l)
+    # the same pixels as a (B, T, C) sequence with no known grid: 1×16 strips, a different estimate
+    with pytest.warns(UserWarning, match="no token grid is known"):
+        _, gw_seq, _ = hot_grads(lin, cfg, x_tok.reshape(2, 64, 32), g_tok.reshape(2, 64, 48))
+    assert not torch.allclose(gw_seq, gw_l)
+    _, gw_paper, _ = hot_grads(lin, cfg.replace(hla_blocking="paper"), x_tok.reshape(2, 64, 32), g_tok.reshape(2, 64, 48))
+    torch.testing.assert_close(gw_paper, gw_seq)
 
 
 def test_hot_conv_gradients_close_to_exact():

@@ -4,8 +4,8 @@ from torch import nn
 
 from hot import HOTConfig
 from hot.config import METHODS
-from hot.hla import hla_basis
-from hot.methods import Keys, LayerState, create_method, hla_lowpass
+from hot.hla import TokenGrid, hla_basis, hla_lowpass, hla_windows
+from hot.methods import Keys, LayerState, create_method
 from hot.modules import HOTLinear
 
 
@@ -17,16 +17,16 @@ def case(tokens=32, batch=3, in_f=48, out_f=64):
     g = torch.randn(batch * tokens, out_f)
     x = torch.randn(batch * tokens, in_f)
     w = torch.randn(out_f, in_f)
-    return g, x, w, tokens
+    return g, x, w, hla_windows(tokens, "paper")
 
 
 @pytest.mark.parametrize("method", METHODS)
 def test_every_method_gives_finite_gradients_of_the_right_shape(method):
-    g, x, w, tokens = case()
+    g, x, w, windows = case()
     m = create_method(HOTConfig(method=method))
     keys = Keys(0, 0, 0)
-    gx = m.grad_input(g, w, tokens, LayerState(0), keys)
-    gw = m.grad_weight(g, m.pack_input(x, tokens, keys), tokens, keys)
+    gx = m.grad_input(g, w, windows, LayerState(0), keys)
+    gw = m.grad_weight(g, m.pack_input(x, windows, keys), windows, keys)
     assert gx.shape == (g.shape[0], w.shape[1]) and gw.shape == w.shape
     assert torch.isfinite(gx).all() and torch.isfinite(gw).all()
     # every method estimates the true gradient: positively aligned with it
@@ -35,36 +35,37 @@ def test_every_method_gives_finite_gradients_of_the_right_shape(method):
 
 
 def test_lbp_wht_is_the_projection_along_tokens_on_both_gemms():
-    g, x, w, tokens = case(tokens=16, batch=1)
+    g, x, w, windows = case(tokens=16, batch=1)
     m = create_method(HOTConfig(method="lbp_wht"))
     p = hla_basis(8)
     proj = p.t() @ p / 16
     keys = Keys(0, 0, 0)
-    torch.testing.assert_close(m.grad_input(g, w, tokens, LayerState(0), keys), proj @ g @ w, rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(m.grad_weight(g, (x,), tokens, keys), g.t() @ proj @ x, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(m.grad_input(g, w, windows, LayerState(0), keys), proj @ g @ w, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(m.grad_weight(g, (x,), windows, keys), g.t() @ proj @ x, rtol=1e-4, atol=1e-4)
 
 
 def test_lowpass_with_padding_and_full_rank():
     t = torch.randn(2 * 20, 5, dtype=torch.float64)
-    torch.testing.assert_close(hla_lowpass(t, 20, 16, "paper"), t)
-    t32 = torch.randn(2 * 32, 5, dtype=torch.float64)
-    low = hla_lowpass(t32, 32, 8, "paper")
-    torch.testing.assert_close(hla_lowpass(low, 32, 8, "paper"), low)  # a projector: idempotent
+    torch.testing.assert_close(hla_lowpass(t, hla_windows(20, "paper"), 16), t)
+    t32 = torch.randn(2 * 65, 5, dtype=torch.float64)
+    windows = hla_windows(65, "spatial", TokenGrid(1, 8, 8))  # whole windows: a projector
+    low = hla_lowpass(t32, windows, 8)
+    torch.testing.assert_close(hla_lowpass(low, windows, 8), low)  # a projector: idempotent
 
 
 @pytest.mark.parametrize("method", ["hla_filter", "grad_dropout"])
 def test_keep_ratio_one_is_exact(method):
-    g, x, _, tokens = case()
+    g, x, _, windows = case()
     m = create_method(HOTConfig(method=method, keep_ratio=1.0))
-    torch.testing.assert_close(m.grad_weight(g, (x,), tokens, Keys(0, 0, 0)), g.t() @ x, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(m.grad_weight(g, (x,), windows, Keys(0, 0, 0)), g.t() @ x, rtol=1e-4, atol=1e-4)
 
 
 def test_grad_dropout_is_unbiased_and_keeps_the_ratio():
-    g, x, _, tokens = case()
+    g, x, _, windows = case()
     m = create_method(HOTConfig(method="grad_dropout", keep_ratio=0.6))
-    mean = sum(m.grad_weight(g, (x,), tokens, Keys(0, 0, s)) for s in range(200)) / 200
+    mean = sum(m.grad_weight(g, (x,), windows, Keys(0, 0, s)) for s in range(200)) / 200
     assert rel(mean, g.t() @ x) < 0.1
-    single = m.grad_weight(g, (x,), tokens, Keys(0, 0, 0))
+    single = m.grad_weight(g, (x,), windows, Keys(0, 0, 0))
     assert rel(single, g.t() @ x) > 0.3
 
 

@@ -14,11 +14,13 @@ from pathlib import Path
 import torch
 
 from hot.backends import HLASpec, HQSpec
+from hot.bench.hopper import VIT_B16_GRID
 from hot.bench.latency import environment, time_us
+from hot.hla import hla_windows
 from hot.lqs import write_json_atomic
 
 LAYERS = {"qkv": (2304, 768), "proj": (768, 768), "fc1": (3072, 768), "fc2": (768, 3072)}
-TOKENS = 197
+WINDOWS = hla_windows(VIT_B16_GRID.tokens, "spatial", VIT_B16_GRID)
 
 
 def _timed(fns: dict, reps: int) -> tuple[dict[str, float | None], dict[str, str]]:
@@ -44,13 +46,14 @@ def layer_variants(backend: object, name: str, length: int, reps: int) -> dict[s
     x = torch.randn(length, in_f, device="cuda", generator=gen).bfloat16()
     w = (torch.randn(out_f, in_f, device="cuda", generator=gen) * 0.02).bfloat16()
     hq = HQSpec(16, 4, "per_token", 11)
-    hla = HLASpec(TOKENS, 8, "paper", 8, "stochastic", "per_tensor", 12)
+    hla = HLASpec(WINDOWS, 8, 8, "stochastic", "per_tensor", 12)
+    hla_x = HLASpec(WINDOWS, 8, 8, "nearest", "per_tensor")
     hq_t = HQSpec(16, 4, "per_tensor", 11)
     # The GEMMs' operands come from the separate (proven) quantisers; the fused one is timed below.
     a_codes, a_scale = backend.hq_quantize_grad_output(g_y, 16, 4, "per_token", 11)
-    g_codes, g_scale = backend.hla_quantize(g_y, TOKENS, 8, "paper", 8, "stochastic", "per_tensor", 12)
+    g_codes, g_scale = backend.hla_quantize(g_y, hla)
     b_codes, b_scale = backend.hq_quantize_weight(w, 16, 4)
-    x_codes, x_scale = backend.hla_quantize(x, TOKENS, 8, "paper", 8, "nearest", "per_tensor", None)
+    x_codes, x_scale = backend.hla_quantize(x, hla_x)
     half = g_codes.shape[0]
     e4 = torch.float8_e4m3fn
     a8 = torch.randint(-8, 8, (length, out_f), device="cuda").to(e4)
@@ -64,10 +67,8 @@ def layer_variants(backend: object, name: str, length: int, reps: int) -> dict[s
         "fused_quantize_grad_output": lambda: backend.quantize_grad_output(g_y, hq, hla),
         "fused_quantize_grad_output_hq_per_tensor": lambda: backend.quantize_grad_output(g_y, hq_t, hla),
         "hq_quantize_grad_output": lambda: backend.hq_quantize_grad_output(g_y, 16, 4, "per_token", 11),
-        "hla_quantize_grad_output": lambda: backend.hla_quantize(
-            g_y, TOKENS, 8, "paper", 8, "stochastic", "per_tensor", 12
-        ),
-        "hla_quantize_input": lambda: backend.hla_quantize(x, TOKENS, 8, "paper", 8, "nearest", "per_tensor", None),
+        "hla_quantize_grad_output": lambda: backend.hla_quantize(g_y, hla),
+        "hla_quantize_input": lambda: backend.hla_quantize(x, hla_x),
         "hq_quantize_weight": lambda: backend.hq_quantize_weight(w, 16, 4),
         "hq_matmul_bf16_out": lambda: backend.hq_matmul(a_codes, a_scale, b_codes, b_scale, 16, torch.bfloat16),
         "hq_matmul_fp32_out": lambda: backend.hq_matmul(a_codes, a_scale, b_codes, b_scale, 16),
@@ -104,8 +105,8 @@ def main() -> None:
     import hot_kernels
 
     backend = hot_kernels.KernelBackend(fused_grad_output=True)
-    rows = {name: layer_variants(backend, name, args.batch * TOKENS, args.reps) for name in LAYERS}
-    write_json_atomic(args.out, {"environment": environment(), "L": args.batch * TOKENS, "layers": rows})
+    rows = {name: layer_variants(backend, name, args.batch * WINDOWS.tokens, args.reps) for name in LAYERS}
+    write_json_atomic(args.out, {"environment": environment(), "L": args.batch * WINDOWS.tokens, "layers": rows})
     keys = [k for k in next(iter(rows.values())) if k != "errors"]
     print(f"{'µs / rate':<42}" + "".join(f"{n:>10}" for n in rows))
     for k in keys:

@@ -100,21 +100,40 @@ std::vector<at::Tensor> hq_quantize_weight(const at::Tensor& w, int64_t block, i
   return {codes_t, scale};
 }
 
-// The kept HLA basis rows, checked, and L checked to be whole samples of T: the projection has
-// samples x ceil(T / 16) x rank rows (returned through proj_rows).
-std::vector<int> hla_kept_rows(int64_t length, int64_t tokens, const std::vector<int64_t>& rows, int64_t& proj_rows) {
-  TORCH_CHECK(tokens >= 1 && length % tokens == 0, "L = ", num(length), " is not a whole number of samples of T = ",
-              num(tokens), " positions");
+// HLA windows (tokens, prefix, height, width, window_w) checked against L: whole samples, a grid that accounts
+// for T, 4x4 windows or 1x16 strips.
+hot::HlaWindows hla_windows(int64_t length, const std::vector<int64_t>& w) {
+  TORCH_CHECK(w.size() == 5, "HLA windows are (tokens, prefix, height, width, window_w), got ", num(w.size()),
+              " numbers");
+  const hot::HlaWindows out{w[0], w[1], w[2], w[3], static_cast<int>(w[4])};
+  TORCH_CHECK(out.tokens >= 1 && length % out.tokens == 0, "L = ", num(length),
+              " is not a whole number of samples of T = ", num(out.tokens), " positions");
+  TORCH_CHECK(out.prefix >= 0 && out.height >= 1 && out.width >= 1 && out.prefix + out.height * out.width == out.tokens,
+              "HLA windows: ", num(out.prefix), " prefix + ", num(out.height), "x", num(out.width),
+              " grid is not T = ", num(out.tokens));
+  TORCH_CHECK(out.window_w == 4 || (out.window_w == 16 && out.height == 1 && out.prefix == 0),
+              "HLA windows must be 4x4, or 1x16 strips of a 1-row grid without prefix, got window width ",
+              num(out.window_w));
+  return out;
+}
+
+// The kept HLA basis rows, checked; the projection's row count returned through proj_rows: per sample, each
+// window's rank rows and one row per prefix token.
+std::vector<int> hla_kept_rows(int64_t length, const hot::HlaWindows& w, const std::vector<int64_t>& rows,
+                               int64_t& proj_rows) {
   const int rank = static_cast<int>(rows.size());
   TORCH_CHECK(rank >= 1 && rank <= 16, "HLA rank must be in 1..16, got ", num(rank));
   std::vector<int> kept(rows.begin(), rows.end());
   for (int r : kept) TORCH_CHECK(r >= 0 && r < 16, "HLA basis row must be in 0..15, got ", num(r));
-  proj_rows = (length / tokens) * ((tokens + 15) / 16) * rank;
+  const int64_t win_h = 16 / w.window_w;
+  const int64_t windows = (w.height + win_h - 1) / win_h * ((w.width + w.window_w - 1) / w.window_w);
+  proj_rows = (length / w.tokens) * (windows * rank + w.prefix);
   return kept;
 }
 
 // (codes_t (C, R) int8 = the projection's codes transposed, scale (C) or ()).
-std::vector<at::Tensor> hla_quantize(const at::Tensor& t, int64_t tokens, const std::vector<int64_t>& rows,
+std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int64_t>& windows,
+                                     const std::vector<int64_t>& rows,
                                      int64_t bits, bool stochastic, bool per_channel, int64_t key) {
   check_cuda(t, "t");
   check_aligned(t, "t");
@@ -122,7 +141,8 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, int64_t tokens, const 
   TORCH_CHECK(t.numel() > 0, "t is empty");
   const auto type = float_type(t, "t");
   int64_t proj_rows = 0;
-  const std::vector<int> kept = hla_kept_rows(t.size(0), tokens, rows, proj_rows);
+  const hot::HlaWindows w = hla_windows(t.size(0), windows);
+  const std::vector<int> kept = hla_kept_rows(t.size(0), w, rows, proj_rows);
   const int rank = static_cast<int>(kept.size());
   const int qmax = qmax_of(bits);
   const c10::cuda::CUDAGuard guard(t.device());
@@ -130,7 +150,7 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, int64_t tokens, const 
   auto codes_t = at::empty({t.size(1), proj_rows}, opts.dtype(at::kChar));
   auto scale = per_channel ? at::empty({t.size(1)}, opts.dtype(at::kFloat)) : at::empty({}, opts.dtype(at::kFloat));
   auto amax = at::zeros({per_channel ? t.size(1) : 1}, opts.dtype(at::kInt));
-  hot::hla_quantize(t.data_ptr(), type, t.size(0), t.size(1), tokens, kept.data(), rank, qmax, per_channel,
+  hot::hla_quantize(t.data_ptr(), type, t.size(0), t.size(1), w, kept.data(), rank, qmax, per_channel,
                     stochastic, static_cast<uint32_t>(key), codes_t.data_ptr<int8_t>(), scale.data_ptr<float>(),
                     reinterpret_cast<uint32_t*>(amax.data_ptr<int32_t>()), c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -139,7 +159,8 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, int64_t tokens, const 
 
 // Both quantisations of g_y from two passes: (hq codes (L, O) int8 or e4m3 with fp8, hq scale (L, 1) or (),
 // hla codes_t (O, R) int8, hla scale (O) or ()).
-std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, int64_t tokens, int64_t block, int64_t hq_bits,
+std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, const std::vector<int64_t>& windows,
+                                             int64_t block, int64_t hq_bits,
                                              bool per_token, int64_t hq_key, bool fp8,
                                              const std::vector<int64_t>& rows, int64_t hla_bits, bool per_channel,
                                              bool stochastic, int64_t hla_key) {
@@ -152,7 +173,8 @@ std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, int64_t toke
   check_block(block, channels, "O");
   TORCH_CHECK(channels % 4 == 0, "the fused g_y quantiser needs O a multiple of 4, got ", num(channels));
   int64_t proj_rows = 0;
-  const std::vector<int> kept = hla_kept_rows(length, tokens, rows, proj_rows);
+  const hot::HlaWindows w = hla_windows(length, windows);
+  const std::vector<int> kept = hla_kept_rows(length, w, rows, proj_rows);
   const int rank = static_cast<int>(kept.size());
   const c10::cuda::CUDAGuard guard(g_y.device());
   auto opts = g_y.options();
@@ -168,7 +190,7 @@ std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, int64_t toke
   hot::GradOutputQuant q{};
   q.length = length;
   q.channels = channels;
-  q.tokens = tokens;
+  q.windows = w;
   q.block = static_cast<int>(block);
   q.hq_qmax = operand_qmax(hq_bits, fp8);
   q.hq_per_token = per_token;

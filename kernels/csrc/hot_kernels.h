@@ -24,18 +24,27 @@ int sawb_partials_size();
 void hq_quantize_weight(const void* w, InType type, int64_t out_rows, int64_t in_cols, int block, int qmax,
                         bool sawb4, bool fp8, int8_t* codes_t, float* scale, double* partials, cudaStream_t stream);
 
-// Q(P t) along the token axis: t (L x C) in samples of `tokens` rows, blocks of 16 zero-padded,
-// kept rows `rows[0..rank)` of H_16. codes_t: int8 (C x R) row-major, R = samples*blocks*rank.
+// Where HLA's 16-slot blocks read a sample of `tokens` rows (hot.hla.HLAWindows): `prefix` rows, each its own
+// projected row times 4, then a height x width raster grid cut into (16 / window_w) x window_w windows
+// (window_w 4 or 16), zero-padded. prefix + height * width == tokens.
+struct HlaWindows {
+  int64_t tokens, prefix, height, width;
+  int window_w;
+};
+
+// Q(P t) along the token axis: t (L x C) in samples of windows.tokens rows, kept rows `rows[0..rank)` of H_16.
+// codes_t: int8 (C x R) row-major, R = samples*windows*rank window rows, then samples*prefix prefix rows.
 // per_channel: scale (C), else scale[0]. stochastic needs key. amax_bits: C (or 1) zeroed uint32.
-void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, int64_t tokens, const int* rows,
-                  int rank, int qmax, bool per_channel, bool stochastic, uint32_t key, int8_t* codes_t, float* scale,
-                  uint32_t* amax_bits, cudaStream_t stream);
+void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
+                  const int* rows, int rank, int qmax, bool per_channel, bool stochastic, uint32_t key, int8_t* codes_t,
+                  float* scale, uint32_t* amax_bits, cudaStream_t stream);
 
 // Both quantisations of g_y (L x O) at once, from two passes over it: Q(HT(g_y)) as hq_quantize_grad_output
 // (codes L x O, scale L or 1) and Q(P g_y) as hla_quantize (codes_t O x R, scale O or 1). Needs O % 4 == 0
 // and 4-byte aligned rows. hq_amax (L or 1) and hla_amax (O or 1) are zeroed uint32 scratch.
 struct GradOutputQuant {
-  int64_t length, channels, tokens;
+  int64_t length, channels;
+  HlaWindows windows;
   int block, hq_qmax;
   bool hq_per_token, fp8;
   uint32_t hq_key;

@@ -336,41 +336,93 @@ struct HlaRows {
   unsigned mask;  // bit m set when basis row m is kept
 };
 
+// A sample's T rows (hot.hla.HLAWindows): `prefix` rows, then a height x width raster grid cut into windows of
+// (16 >> win_shift) x (1 << win_shift) slots, zero-padded. The tile's units are first every sample's windows
+// (sample-major; unit u writes projected rows u*rank ..), then every sample's prefix rows (one row each, after
+// all window rows): the same row order as hla_project.
 struct HlaShape {
-  int64_t channels, tokens, blocks;  // blocks per sample
-  int64_t sblocks;                   // samples * blocks
-  int64_t proj_rows;                 // sblocks * rank
+  int64_t channels, tokens;
+  int64_t prefix, height, width;
+  int win_shift;          // log2 of the window's width (4: 4x4 windows; 4 = 1x16 strips too, with win_h 1)
+  int64_t win_h, win_w;   // window rows and columns
+  int64_t win_cols;       // windows along a grid row
+  int64_t windows;        // windows per sample
+  int64_t window_units;   // samples * windows
+  int64_t sblocks;        // units: window_units + samples * prefix
+  int64_t window_rows;    // window_units * rank: the first prefix row
+  int64_t proj_rows;      // window_rows + samples * prefix
   int rank;
   int64_t tiles_c;  // channel tiles per row of tiles
 };
 
-// The 16 positions of sample-block sb for channels c..c+Vec, zero beyond the sample's end: 16 row loads of
-// Vec contiguous elements (coalesced along the channel axis across the tile's threads).
+// Where unit sb reads: the row of t at its slot (0, 0), and how many of its slot rows and columns lie inside
+// the sample (a prefix unit: slot 0 only).
+struct HlaUnit {
+  int64_t first;
+  int rows_in, cols_in;
+  bool prefix;
+};
+
+__device__ __forceinline__ HlaUnit hla_unit_at(const HlaShape& sh, int64_t sb) {
+  if (sb < sh.window_units) {
+    const int64_t sample = sb / sh.windows, w = sb - sample * sh.windows;
+    const int64_t wr = w / sh.win_cols, r0 = wr * sh.win_h, c0 = (w - wr * sh.win_cols) * sh.win_w;
+    const int64_t rows = sh.height - r0 < sh.win_h ? sh.height - r0 : sh.win_h;
+    const int64_t cols = sh.width - c0 < sh.win_w ? sh.width - c0 : sh.win_w;
+    return HlaUnit{sample * sh.tokens + sh.prefix + r0 * sh.width + c0, static_cast<int>(rows),
+                   static_cast<int>(cols), false};
+  }
+  const int64_t p = sb - sh.window_units, sample = p / sh.prefix;
+  return HlaUnit{sample * sh.tokens + (p - sample * sh.prefix), 1, 1, true};
+}
+
+// Slot k of unit u (row k >> win_shift, column k & (win_w - 1) of its window): whether it is inside the sample,
+// and the row of t it reads.
+__device__ __forceinline__ bool hla_slot(const HlaShape& sh, const HlaUnit& u, int k, int64_t& token) {
+  const int i = k >> sh.win_shift, j = k & ((1 << sh.win_shift) - 1);
+  token = u.first + i * sh.width + j;
+  return i < u.rows_in && j < u.cols_in;
+}
+
+// The 16 slots of unit sb for channels c..c+Vec, zero where padded: 16 row loads of Vec contiguous elements
+// (coalesced along the channel axis across the tile's threads).
 template <typename T, int Vec>
-__device__ __forceinline__ void hla_load_raw(const T* __restrict__ t, const HlaShape& sh, int64_t sb, int64_t c,
-                                             float (&v)[Vec][kHla]) {
-  const int64_t sample = sb / sh.blocks;
-  const int64_t first = (sb - sample * sh.blocks) * kHla;
-  const T* base = t + (sample * sh.tokens + first) * sh.channels + c;
+__device__ __forceinline__ void hla_load_raw(const T* __restrict__ t, const HlaShape& sh, const HlaUnit& u,
+                                             int64_t c, float (&v)[Vec][kHla]) {
 #pragma unroll
   for (int k = 0; k < kHla; ++k) {
-    // Rows past the sample's end read row 0 of the block (always valid) and count as zero: no branches,
-    // so v stays in registers.
-    const bool inside = first + k < sh.tokens;
+    // Padding slots read the unit's first row (always valid) and count as zero: no branches, so v stays in
+    // registers.
+    int64_t token;
+    const bool inside = hla_slot(sh, u, k, token);
     float e[Vec];
-    load_contiguous<T, Vec>(base + (inside ? k : 0) * sh.channels, e);
+    load_contiguous<T, Vec>(t + (inside ? token : u.first) * sh.channels + c, e);
 #pragma unroll
     for (int i = 0; i < Vec; ++i) v[i][k] = inside ? e[i] : 0.0f;
   }
 }
 
-// The same positions transformed along the block (H_16 v).
+// H_16 along the slots. A prefix unit holds its token in slot 0 alone, so every row is that value; times 4 it
+// is hla_project's prefix row (an exact power-of-two scale).
+template <int Vec>
+__device__ __forceinline__ void hla_transform(const HlaUnit& u, float (&v)[Vec][kHla]) {
+#pragma unroll
+  for (int i = 0; i < Vec; ++i) {
+    butterfly<kHla>(v[i]);
+    if (u.prefix) {
+#pragma unroll
+      for (int k = 0; k < kHla; ++k) v[i][k] = __fmul_rn(v[i][k], 4.0f);
+    }
+  }
+}
+
+// The same slots transformed (H_16 v, prefix rows scaled).
 template <typename T, int Vec>
 __device__ __forceinline__ void hla_load(const T* __restrict__ t, const HlaShape& sh, int64_t sb, int64_t c,
                                          float (&v)[Vec][kHla]) {
-  hla_load_raw<T, Vec>(t, sh, sb, c, v);
-#pragma unroll
-  for (int i = 0; i < Vec; ++i) butterfly<kHla>(v[i]);
+  const HlaUnit u = hla_unit_at(sh, sb);
+  hla_load_raw<T, Vec>(t, sh, u, c, v);
+  hla_transform<Vec>(u, v);
 }
 
 // This thread's load unit of the tile: sample-block and first channel (negative when outside the tensor).
@@ -414,17 +466,21 @@ __global__ void __launch_bounds__(kHlaThreads)
   }
 }
 
-// rank codes packed little-endian in w, stored with one vector store where rank allows.
+// rank codes packed little-endian in w, stored with one vector store where rank and alignment allow (a
+// sample's odd prefix count shifts the rows of the next channel).
 __device__ __forceinline__ void store_packed(int8_t* out, const uint32_t (&w)[4], int rank) {
-  switch (rank) {
-    case 16: *reinterpret_cast<uint4*>(out) = make_uint4(w[0], w[1], w[2], w[3]); return;
-    case 8: *reinterpret_cast<uint2*>(out) = make_uint2(w[0], w[1]); return;
-    case 4: *reinterpret_cast<uint32_t*>(out) = w[0]; return;
-    default:
+  const auto at = reinterpret_cast<uintptr_t>(out);
+  if (rank == 16 && at % 16 == 0) {
+    *reinterpret_cast<uint4*>(out) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else if (rank == 8 && at % 8 == 0) {
+    *reinterpret_cast<uint2*>(out) = make_uint2(w[0], w[1]);
+  } else if (rank == 4 && at % 4 == 0) {
+    *reinterpret_cast<uint32_t*>(out) = w[0];
+  } else {
 #pragma unroll
-      for (int j = 0; j < kHla; ++j) {
-        if (j < rank) out[j] = static_cast<int8_t>(w[j / 4] >> (8 * (j % 4)));
-      }
+    for (int j = 0; j < kHla; ++j) {
+      if (j < rank) out[j] = static_cast<int8_t>(w[j / 4] >> (8 * (j % 4)));
+    }
   }
 }
 
@@ -472,19 +528,23 @@ __device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh,
     const float s = per_channel ? absmax_to_scale(__uint_as_float(amax_bits[c]), qmax) : s_tensor;
     if (per_channel && sb == 0) scale[c] = s;
     const float* src = tile + lb * HlaTile<Vec>::kStride + lc;
+    // A window unit writes its rank rows, a prefix unit one (all its kept rows hold the same value).
+    const bool window = sb < sh.window_units;
+    const int count = window ? sh.rank : 1;
+    const int64_t row0 = window ? sb * sh.rank : sh.window_rows + (sb - sh.window_units);
     // u is drawn at the element's row-major index in the projected (proj_rows x C) tensor.
-    const uint64_t index = static_cast<uint64_t>(sb * sh.rank * sh.channels + c);
+    const uint64_t index = static_cast<uint64_t>(row0 * sh.channels + c);
     uint32_t w[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
     for (int j = 0; j < kHla; ++j) {
-      if (j < sh.rank) {
+      if (j < count) {
         const float x = src[rows.row[j] * kCols];
         const int8_t q = stochastic ? stochastic_code(x, s, hash_uniform(index + j * sh.channels, key), qmax)
                                     : nearest_code(x, s, qmax);
         w[j / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(q)) << (8 * (j % 4));
       }
     }
-    store_packed(codes_t + c * sh.proj_rows + sb * sh.rank, w, sh.rank);
+    store_packed(codes_t + c * sh.proj_rows + row0, w, count);
   }
 }
 
@@ -567,22 +627,16 @@ __device__ __forceinline__ void hq_row(float (&r)[kHqVec], int group) {
   }
 }
 
-// This thread's first token and how many of its 16 rows are inside the sample (0 when inactive).
-__device__ __forceinline__ int hla_rows_inside(const HlaShape& sh, int64_t sb, int64_t& token0) {
-  if (sb < 0) {
-    token0 = 0;
-    return 0;
-  }
-  const int64_t sample = sb / sh.blocks, first = (sb - sample * sh.blocks) * kHla;
-  token0 = sample * sh.tokens + first;
-  return static_cast<int>(sh.tokens - first < kHla ? sh.tokens - first : kHla);
+// This thread's unit (an empty one, no slot inside, when inactive).
+__device__ __forceinline__ HlaUnit grad_output_unit(const HlaShape& sh, int64_t sb) {
+  return sb >= 0 ? hla_unit_at(sh, sb) : HlaUnit{0, 0, 0, false};
 }
 
 template <typename T>
-__device__ __forceinline__ void grad_output_load(const T* __restrict__ g, const HlaShape& sh, int64_t sb, int64_t c,
-                                                 float (&v)[kHqVec][kHla]) {
+__device__ __forceinline__ void grad_output_load(const T* __restrict__ g, const HlaShape& sh, const HlaUnit& u,
+                                                 int64_t sb, int64_t c, float (&v)[kHqVec][kHla]) {
   if (sb >= 0) {
-    hla_load_raw<T, kHqVec>(g, sh, sb, c, v);
+    hla_load_raw<T, kHqVec>(g, sh, u, c, v);
   } else {
 #pragma unroll
     for (int i = 0; i < kHqVec; ++i) {
@@ -595,11 +649,12 @@ __device__ __forceinline__ void grad_output_load(const T* __restrict__ g, const 
 template <typename T, int N>
 __global__ void __launch_bounds__(kHlaThreads)
     grad_output_amax(const T* __restrict__ g, HlaShape sh, unsigned mask, GradOutputQuant q) {
-  int64_t sb, c, token0;
+  int64_t sb, c;
   hla_unit(sh, kHqVec, sb, c);
+  const HlaUnit u = grad_output_unit(sh, sb);
   float v[kHqVec][kHla];
-  grad_output_load<T>(g, sh, sb, c, v);
-  const int inside = hla_rows_inside(sh, sb, token0), group = threadIdx.x % kTileGroups;
+  grad_output_load<T>(g, sh, u, sb, c, v);
+  const int group = threadIdx.x % kTileGroups;
   float hq_tensor = 0.0f;
 #pragma unroll
   for (int k = 0; k < kHla; ++k) {
@@ -609,15 +664,16 @@ __global__ void __launch_bounds__(kHlaThreads)
     if (q.hq_per_token) {
 #pragma unroll
       for (int o = 1; o < kTileGroups; o *= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-      if (group == 0 && k < inside) atomicMax(q.hq_amax + token0 + k, __float_as_uint(m));
+      int64_t token;
+      if (group == 0 && hla_slot(sh, u, k, token)) atomicMax(q.hq_amax + token, __float_as_uint(m));
     } else {
       hq_tensor = fmaxf(hq_tensor, m);
     }
   }
+  hla_transform<kHqVec>(u, v);
   float m[kHqVec] = {};
 #pragma unroll
   for (int i = 0; i < kHqVec; ++i) {
-    butterfly<kHla>(v[i]);
 #pragma unroll
     for (int k = 0; k < kHla; ++k) {
       if (mask >> k & 1u) m[i] = fmaxf(m[i], fabsf(v[i][k]));
@@ -645,11 +701,12 @@ template <typename T, int N>
 __global__ void __launch_bounds__(kHlaThreads)
     grad_output_quantize(const T* __restrict__ g, HlaShape sh, HlaRows rows, GradOutputQuant q) {
   __shared__ __align__(16) float tile[HlaTile<kHqVec>::kFloats];
-  int64_t sb, c, token0;
+  int64_t sb, c;
   hla_unit(sh, kHqVec, sb, c);
+  const HlaUnit u = grad_output_unit(sh, sb);
   float v[kHqVec][kHla];
-  grad_output_load<T>(g, sh, sb, c, v);
-  const int inside = hla_rows_inside(sh, sb, token0), group = threadIdx.x % kTileGroups;
+  grad_output_load<T>(g, sh, u, sb, c, v);
+  const int group = threadIdx.x % kTileGroups;
   const float s_tensor = q.hq_per_token ? 0.0f : absmax_to_scale(__uint_as_float(*q.hq_amax), q.hq_qmax);
   if (!q.hq_per_token && blockIdx.x == 0 && threadIdx.x == 0) *q.hq_scale = s_tensor;
   const bool writes_scale = q.hq_per_token && group == 0 && blockIdx.x % sh.tiles_c == 0;
@@ -657,8 +714,8 @@ __global__ void __launch_bounds__(kHlaThreads)
   for (int k = 0; k < kHla; ++k) {
     float r[kHqVec] = {v[0][k], v[1][k], v[2][k], v[3][k]};
     hq_row<N>(r, group);
-    if (k < inside) {
-      const int64_t token = token0 + k;
+    int64_t token;
+    if (hla_slot(sh, u, k, token)) {
       const float s = q.hq_per_token ? absmax_to_scale(__uint_as_float(q.hq_amax[token]), q.hq_qmax) : s_tensor;
       if (writes_scale) q.hq_scale[token] = s;
       const uint64_t base = static_cast<uint64_t>(token * sh.channels + c);
@@ -672,8 +729,7 @@ __global__ void __launch_bounds__(kHlaThreads)
       store_codes<kHqVec>(q.hq_codes + token * sh.channels + c, code);
     }
   }
-#pragma unroll
-  for (int i = 0; i < kHqVec; ++i) butterfly<kHla>(v[i]);
+  hla_transform<kHqVec>(u, v);
   if (sb >= 0) hla_park<kHqVec>(tile, rows, v);
   __syncthreads();
   hla_store<kHqVec>(tile, sh, rows, q.hla_qmax, q.hla_per_channel, q.hla_stochastic, q.hla_key, q.hla_amax,
@@ -697,9 +753,25 @@ HlaRows hla_rows(const int* rows, int rank) {
   return kept;
 }
 
-HlaShape hla_shape(int64_t length, int64_t channels, int64_t tokens, int rank) {
-  const int64_t blocks = (tokens + kHla - 1) / kHla, sblocks = (length / tokens) * blocks;
-  return HlaShape{channels, tokens, blocks, sblocks, sblocks * rank, rank, 0};
+HlaShape hla_shape(int64_t length, int64_t channels, const HlaWindows& w, int rank) {
+  HlaShape sh{};
+  const int64_t samples = length / w.tokens;
+  sh.channels = channels;
+  sh.tokens = w.tokens;
+  sh.prefix = w.prefix;
+  sh.height = w.height;
+  sh.width = w.width;
+  sh.win_w = w.window_w;
+  sh.win_h = kHla / w.window_w;
+  sh.win_shift = w.window_w == 4 ? 2 : 4;
+  sh.win_cols = (w.width + sh.win_w - 1) / sh.win_w;
+  sh.windows = (w.height + sh.win_h - 1) / sh.win_h * sh.win_cols;
+  sh.window_units = samples * sh.windows;
+  sh.sblocks = sh.window_units + samples * w.prefix;
+  sh.window_rows = sh.window_units * rank;
+  sh.proj_rows = sh.window_rows + samples * w.prefix;
+  sh.rank = rank;
+  return sh;
 }
 
 // --- dequantisation and format conversions ---------------------------------------------------------
@@ -816,11 +888,11 @@ void hq_quantize_weight(const void* w, InType type, int64_t out_rows, int64_t in
   });
 }
 
-void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, int64_t tokens, const int* rows,
-                  int rank, int qmax, bool per_channel, bool stochastic, uint32_t key, int8_t* codes_t, float* scale,
-                  uint32_t* amax_bits, cudaStream_t stream) {
+void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
+                  const int* rows, int rank, int qmax, bool per_channel, bool stochastic, uint32_t key, int8_t* codes_t,
+                  float* scale, uint32_t* amax_bits, cudaStream_t stream) {
   const HlaRows kept = hla_rows(rows, rank);
-  const HlaShape sh = hla_shape(length, channels, tokens, rank);
+  const HlaShape sh = hla_shape(length, channels, windows, rank);
   with_input_type(t, type, [&](auto p) {
     launch_hla(p, sh, kept, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, stream);
   });
@@ -857,7 +929,7 @@ void pack_int4(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pad, u
 
 void quantize_grad_output(const void* g_y, InType type, const GradOutputQuant& q, cudaStream_t stream) {
   const HlaRows kept = hla_rows(q.rows, q.rank);
-  const HlaShape sh = hla_shape(q.length, q.channels, q.tokens, q.rank);
+  const HlaShape sh = hla_shape(q.length, q.channels, q.windows, q.rank);
   with_input_type(g_y, type, [&](auto g) {
     with_hadamard_block(q.block, [&](auto n) {
       launch_grad_output<element_of<decltype(g)>, decltype(n)::value>(g, sh, kept, q, stream);

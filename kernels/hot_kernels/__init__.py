@@ -25,9 +25,12 @@ tensors holding the reference's integer values; the weight and HLA codes are tra
 layouts the GEMMs read (K contiguous), so no copy is needed.
 The 4-bit g_x GEMMs (INT4, FP8) take only codes known to lie in -8..7: those of the 4-bit quantisers,
 or codes passed through :func:`mark_4bit`. Other int8 codes (``gx_bits=8``) use the exact INT8 GEMM.
-Options the kernels do not cover (the authors' HLA blocking, per-token HLA or per-channel g_x scales)
-run the reference ops on the CPU (torch's CUDA division by a scalar multiplies by the
-reciprocal, so only the CPU ops give the reference's bits) and move the result back.
+HLA's windows (``hot.hla.HLAWindows``: 4×4 windows of a grid with exact prefix tokens, or 1×16 strips) are an
+index map inside the HLA quantisers: each thread computes the rows its 16 slots read, so the gather costs no
+pass over memory. Options the kernels do not cover (blocks other than 16, i.e. the authors' blocking where
+T is not an odd multiple of 16, per-token HLA or per-channel g_x scales) run the reference ops on the
+CPU (torch's CUDA division by a scalar multiplies by the reciprocal, so only the CPU ops give the
+reference's bits) and move the result back.
 """
 
 from __future__ import annotations
@@ -130,22 +133,24 @@ def _check_key(key: object) -> int:
     return key
 
 
-def _hla_options(
-    length: int, tokens: object, rank: int, bits: object, rounding_mode: object, key: int | None
-) -> tuple[tuple[int, ...], int, bool]:
-    """Checked HLA arguments: the kept basis rows, the bit width and whether rounding is stochastic."""
-    from hot.hla import lp_l1_rows
+def _hla_options(length: int, spec: HLASpec) -> tuple[list[int], tuple[int, ...], int, bool]:
+    """Checked HLA arguments: the windows as the kernels take them, the kept basis rows, the bit width and
+    whether rounding is stochastic."""
+    from hot.hla import HLAWindows, lp_l1_rows
 
-    if not isinstance(tokens, int) or tokens < 1 or length % tokens:
-        raise ValueError(f"L = {length} is not a whole number of samples of T = {tokens!r} positions")
-    rows = lp_l1_rows(rank)  # validates rank
-    bits = _check_bits(bits)
-    if rounding_mode not in ("nearest", "stochastic"):
-        raise ValueError(f"rounding must be 'nearest' or 'stochastic', got {rounding_mode!r}")
-    stochastic = rounding_mode == "stochastic"
-    if stochastic and key is None:
+    w = spec.windows
+    if not isinstance(w, HLAWindows):
+        raise ValueError(f"HLASpec.windows must be a hot.hla.HLAWindows, got {type(w).__name__}")
+    if length % w.tokens:
+        raise ValueError(f"L = {length} is not a whole number of samples of T = {w.tokens} positions")
+    rows = lp_l1_rows(spec.rank)  # validates rank
+    bits = _check_bits(spec.bits)
+    if spec.rounding not in ("nearest", "stochastic"):
+        raise ValueError(f"rounding must be 'nearest' or 'stochastic', got {spec.rounding!r}")
+    stochastic = spec.rounding == "stochastic"
+    if stochastic and spec.key is None:
         raise ValueError("stochastic rounding needs a hash key")
-    return rows, bits, stochastic
+    return [w.tokens, w.prefix, w.height, w.width, w.window_w], rows, bits, stochastic
 
 
 def _round_up(n: int, m: int) -> int:
@@ -293,7 +298,7 @@ class KernelBackend:
             and g_y.dim() == 2
             and g_y.shape[1] % 4 == 0
             and hq.granularity in ("per_token", "per_tensor")
-            and hla.blocking == "paper"
+            and hla.windows.block == 16
             and hla.granularity in ("per_tensor", "per_channel")
         )
 
@@ -307,11 +312,11 @@ class KernelBackend:
         g = _float_input(g_y, "g_y")
         _check_block(hq.block, g.shape[1], "O (columns of g_y)")
         hq_bits, hq_key = _check_bits(hq.bits), _check_key(hq.key)
-        rows, hla_bits, stochastic = _hla_options(g.shape[0], hla.tokens, hla.rank, hla.bits, hla.rounding, hla.key)
+        windows, rows, hla_bits, stochastic = _hla_options(g.shape[0], hla)
         fp8 = self._fp8_codes(g.device, hq_bits, g.shape[1])
         codes, scale, g_codes_t, g_scale = _C.quantize_grad_output(
             g,
-            hla.tokens,
+            windows,
             hq.block,
             hq_bits,
             hq.granularity == "per_token",
@@ -332,44 +337,29 @@ class KernelBackend:
         from hot.hla import projected_rows
 
         length, channels = g_y.shape
-        proj_rows = projected_rows(length, hla.tokens, hla.rank, hla.blocking)
+        proj_rows = projected_rows(length, hla.windows, hla.rank)
         codes = length * channels + proj_rows * channels + 4 * (length + channels)  # codes, scales
         reads = 2 if self.fuses_grad_output(g_y, hq, hla) else 3  # the unfused HLA path reads g_y twice too
         return reads * g_y.numel() * g_y.element_size() + codes
 
     # --- g_w path -------------------------------------------------------------------------------
 
-    def hla_quantize(
-        self,
-        t: torch.Tensor,
-        tokens: int,
-        rank: int,
-        blocking: str,
-        bits: int,
-        rounding_mode: str,
-        granularity: str,
-        key: int | None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        from hot.hla import BLOCKINGS
-
+    def hla_quantize(self, t: torch.Tensor, spec: HLASpec) -> tuple[torch.Tensor, torch.Tensor]:
         x = _float_input(t, "t")
-        if blocking not in BLOCKINGS:
-            raise ValueError(f"hla_blocking must be one of {list(BLOCKINGS)}, got {blocking!r}")
-        rows, bits, stochastic = _hla_options(x.shape[0], tokens, rank, bits, rounding_mode, key)
-        if blocking == "official" or granularity == "per_token":
-            # The authors' blocking (block = largest power of two dividing T) and per-token HLA scales
-            # are not in the kernel: exact through the reference ops on the CPU.
+        windows, rows, bits, stochastic = _hla_options(x.shape[0], spec)
+        granularity = spec.granularity
+        if spec.windows.block != 16 or granularity == "per_token":
+            # Other blocks (the authors' blocking: the largest power of two dividing T) and per-token HLA
+            # scales are not in the kernel: exact through the reference ops on the CPU.
             from hot.backends.reference import ReferenceBackend
 
-            codes, scale = ReferenceBackend().hla_quantize(
-                x.cpu(), tokens, rank, blocking, bits, rounding_mode, granularity, key
-            )
+            codes, scale = ReferenceBackend().hla_quantize(x.cpu(), spec)
             return codes.to(x.device, torch.int8), scale.to(x.device)
         if granularity not in ("per_tensor", "per_channel"):
             raise ValueError(f"granularity must be 'per_tensor' or 'per_channel', got {granularity!r}")
         per_channel = granularity == "per_channel"
-        seed = _check_key(key) if stochastic else 0
-        codes_t, scale = _C.hla_quantize(x, tokens, list(rows), bits, stochastic, per_channel, seed)
+        seed = _check_key(spec.key) if stochastic else 0
+        codes_t, scale = _C.hla_quantize(x, windows, list(rows), bits, stochastic, per_channel, seed)
         return codes_t.t(), scale.reshape(1, -1) if per_channel else scale
 
     def hla_matmul(

@@ -9,6 +9,7 @@ See ``docs/method.md`` for the data flow and the names used here.
 from . import lqs
 from .config import METHODS, PRESETS, HOTConfig, preset
 from .convert import convert, hot_layers, set_config, unconvert
+from .hla import TokenGrid
 from .lora import apply_lora
 from .modules import HOTConv2d, HOTLinear
 
@@ -20,6 +21,7 @@ __all__ = [
     "HOTConfig",
     "HOTConv2d",
     "HOTLinear",
+    "TokenGrid",
     "apply_lora",
     "convert",
     "hot_layers",

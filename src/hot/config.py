@@ -27,8 +27,10 @@ class HOTConfig:
     gx_bits / gw_bits: integer widths of the g_x path (HQ, 4) and the g_w path (HLA, 8).
     hq_block: Hadamard block along O on the g_x path (the largest power of two dividing O, at most this).
     hla_rank: basis vectors kept of 16 on the g_w path (LP_L1 order).
-    hla_blocking: ``paper`` (blocks of 16 positions, samples zero-padded) or ``official`` (the authors'
-        code: largest power of two dividing T, which is 1 for ViT's T = 197).
+    hla_blocking: where HLA's 16-position blocks sit along L (:mod:`hot.hla`): ``spatial`` (4×4 windows of
+        the layer's H×W grid, prefix tokens exact; 1×16 strips where the grid is unknown), ``paper`` (16
+        consecutive positions, samples zero-padded) or ``official`` (the authors' code: the largest power
+        of two dividing T, which is 1 for ViT's T = 197).
     abc: activation buffer compression, the forward saves only Q8(P x).
     lqs / lqs_ratio: layer-wise choice of per-token or per-tensor scales for Q4(HT(g_y)); per-token wins
         when its error is below ``lqs_ratio`` times the per-tensor one.
@@ -45,7 +47,7 @@ class HOTConfig:
     gw_bits: int = 8
     hq_block: int = 16
     hla_rank: int = 8
-    hla_blocking: str = "paper"
+    hla_blocking: str = "spatial"
     abc: bool = False
     lqs: bool = False
     lqs_ratio: float = 0.5

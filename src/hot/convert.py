@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from torch import nn
 
 from .config import HOTConfig
+from .hla import TokenGrid
 from .modules import HOTConv2d, HOTLayerMixin, HOTLinear, conv_supported
 
 ModuleFilter = Callable[[str, nn.Module], bool]
@@ -37,6 +38,7 @@ def convert(
     module_filter: ModuleFilter | None = None,
     exclude: Sequence[str] = (),
     include_frozen: bool = False,
+    token_grid: TokenGrid | None = None,
 ) -> nn.Module:
     """Replace, in place, every eligible layer of ``model`` by its HOT version; returns ``model``.
 
@@ -44,6 +46,10 @@ def convert(
     (``include_frozen`` also takes frozen ones, which then compute only g_x), whose qualified name
     matches no ``exclude`` glob and for which ``module_filter(name, module)`` is true. Layers are
     numbered in module order; the number is part of each layer's rounding-hash key.
+
+    ``token_grid``: how the (B, T, C) inputs of the Linear layers are laid out (prefix tokens, then an
+    H×W grid), which ``hla_blocking="spatial"`` windows. By default it is read from the model
+    (:func:`model_token_grid`: timm's vision transformers); convolutions take theirs from their output.
     """
     config = config or HOTConfig()
     if not isinstance(config, HOTConfig):
@@ -58,11 +64,26 @@ def convert(
         if module_filter is not None and not module_filter(name, mod):
             continue
         targets.append((name, mod))
+    grid = token_grid if token_grid is not None else model_token_grid(model)
     for name, mod in targets:
         cls = HOTLinear if isinstance(mod, nn.Linear) else HOTConv2d
-        _set_submodule(model, name, cls.from_float(mod, config, index))
+        layer = cls.from_float(mod, config, index)
+        layer.hot_name = name
+        layer.hot_grid = grid if cls is HOTLinear else None
+        _set_submodule(model, name, layer)
         index += 1
     return model
+
+
+def model_token_grid(model: nn.Module) -> TokenGrid | None:
+    """The token layout of a timm-style vision transformer inside ``model``: ``num_prefix_tokens`` (class,
+    register, distillation tokens) followed by ``patch_embed.grid_size``; None where no module has both."""
+    for mod in model.modules():
+        prefix = getattr(mod, "num_prefix_tokens", None)
+        grid_size = getattr(getattr(mod, "patch_embed", None), "grid_size", None)
+        if isinstance(prefix, int) and grid_size is not None and len(grid_size) == 2:
+            return TokenGrid(prefix, int(grid_size[0]), int(grid_size[1]))
+    return None
 
 
 def unconvert(model: nn.Module) -> nn.Module:

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import warnings
 import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
+from .hla import HLAWindows, TokenGrid, hla_windows
 from .methods import Keys
 
 if TYPE_CHECKING:
@@ -88,9 +90,39 @@ def _input_2d(layer: HOTLayer, x: torch.Tensor) -> torch.Tensor:
     return unfold_input(x, layer) if _is_conv(layer) else x.reshape(-1, x.shape[-1])
 
 
-def _tokens(layer: HOTLayer, x_shape: torch.Size, y_shape: torch.Size) -> int:
-    """Positions per sample: Conv's output pixels, Linear's :func:`linear_tokens`."""
-    return y_shape[-2] * y_shape[-1] if _is_conv(layer) else linear_tokens(x_shape)
+def _sample_grid(layer: HOTLayer, x_shape: torch.Size, y_shape: torch.Size) -> tuple[int, TokenGrid | None]:
+    """Positions per sample and their grid, where known: Conv's output H×W; a Linear's (B, H, W, C) input
+    shape; else the grid :func:`hot.convert` recorded for the layer, which must account for T."""
+    if _is_conv(layer):
+        grid = TokenGrid(0, int(y_shape[-2]), int(y_shape[-1]))
+        return grid.tokens, grid
+    tokens = linear_tokens(x_shape)
+    if len(x_shape) == 4:
+        return tokens, TokenGrid(0, int(x_shape[1]), int(x_shape[2]))
+    grid = layer.hot_grid if len(x_shape) == 3 else None
+    if grid is not None and grid.tokens != tokens:
+        raise ValueError(
+            f"HOT layer {layer.hot_name or layer.hot_state.index!r}: its input {tuple(x_shape)} has T = {tokens} "
+            f"tokens per sample, but the grid recorded for it is {grid.describe()}; pass the right "
+            "hot.TokenGrid to hot.convert(..., token_grid=...), exclude the layer, or set hla_blocking='paper'"
+        )
+    return tokens, grid
+
+
+def _windows(layer: HOTLayer, x_shape: torch.Size, y_shape: torch.Size) -> HLAWindows:
+    """Where HLA's blocks read this call's samples (:func:`hot.hla.hla_windows`). A ``spatial`` layer whose
+    grid is unknown reads 1×16 strips, and says so once."""
+    tokens, grid = _sample_grid(layer, x_shape, y_shape)
+    blocking = layer.hot_config.hla_blocking
+    if blocking == "spatial" and grid is None and layer.hot_method.uses_hla and not layer.hot_state.grid_warned:
+        layer.hot_state.grid_warned = True
+        warnings.warn(
+            f"HOT layer {layer.hot_name or layer.hot_state.index!r}: no token grid is known for its input "
+            f"{tuple(x_shape)}, so HLA reads blocks of 16 consecutive positions (hla_blocking 'paper') there; "
+            "pass hot.convert(..., token_grid=hot.TokenGrid(prefix, height, width)) if its tokens form a grid",
+            stacklevel=2,
+        )
+    return hla_windows(tokens, blocking, grid)
 
 
 def _cast(t: torch.Tensor | None, dtype: torch.dtype | None) -> torch.Tensor | None:
@@ -127,12 +159,14 @@ def _forward_outputs(
     y = _layer_output(layer, x, weight, bias, compute_dtype)
     keys = None if tracing else layer.next_keys()
     step = torch.empty(1, dtype=torch.int64, device="cpu") if keys is None else torch.tensor([keys.step])
+    # Windows are checked here too, so a grid that does not fit fails in the forward, at the first such layer.
+    windows = _windows(layer, x.shape, y.shape) if layer.hot_method.uses_hla else None
     if save != "codes":
         return [y, step]
-    rows, tokens = _input_2d(layer, x), _tokens(layer, x.shape, y.shape)
+    rows = _input_2d(layer, x)
     if keys is None:
-        return [y, step, *layer.hot_method.packed_input_like(rows, tokens)]
-    return [y, step, *layer.hot_method.pack_input(rows, tokens, keys)]
+        return [y, step, *layer.hot_method.packed_input_like(rows, windows)]
+    return [y, step, *layer.hot_method.pack_input(rows, windows, keys)]
 
 
 @torch.library.custom_op("hot::layer_forward", mutates_args=())
@@ -191,7 +225,7 @@ def layer_backward(
     _check_not_capturing(g_y)
     conv = _is_conv(layer)
     g2d = _grad_output_2d(layer, g_y)
-    tokens = _tokens(layer, torch.Size(x_shape), g_y.shape)
+    windows = _windows(layer, torch.Size(x_shape), g_y.shape)
     keys = Keys(layer.hot_config.seed, layer.hot_state.index, int(step.item()))
     packed: tuple = ()
     if needs[1] and saved:
@@ -199,7 +233,7 @@ def layer_backward(
     w2d = weight.reshape(weight.shape[0], -1) if needs[0] else None
     # Conv's g_x is folded (overlapping columns summed) in float32.
     gx_dtype = torch.float32 if conv else x_dtype
-    g_x, g_w = layer.hot_method.backward_gemms(g2d, w2d, packed, tokens, layer.hot_state, keys, gx_dtype=gx_dtype)
+    g_x, g_w = layer.hot_method.backward_gemms(g2d, w2d, packed, windows, layer.hot_state, keys, gx_dtype=gx_dtype)
     empty = g_y.new_empty(0)
     if g_x is None:
         g_x = empty

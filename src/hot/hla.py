@@ -1,14 +1,26 @@
-"""Hadamard low-rank approximation (HLA) along the token axis: the LP_L1 basis and the projection.
+"""Hadamard low-rank approximation (HLA) along the token axis: where its blocks sit, the basis, the projection.
 
-A block of 16 consecutive positions is read as a 4×4 patch. Its basis is the 16 vectors
-``v_ij = kron(w_i, w_j)`` with ``w_0..w_3`` the 4-point Walsh functions in sequency order; they are
-the rows of ``H_16`` in another order. LP_L1 sorts (i, j) by (i + j, max(i, j), i) and rank r keeps
-the first r. With ``P`` (r×16) those rows, one block contributes ``(P g_y)ᵀ (P x) / 16`` to g_w.
+A block is 16 positions read as a 4×4 window. Its basis is the 16 vectors ``v_ij = kron(w_i, w_j)`` with
+``w_0..w_3`` the 4-point Walsh functions in sequency order, ``i`` along the window's rows and ``j`` along its
+columns; they are the rows of ``H_16`` in another order. LP_L1 sorts (i, j) by (i + j, max(i, j), i) and
+rank r keeps the first r. With ``P`` (r×16) those rows, one block contributes ``(P g_y)ᵀ (P x) / 16`` to g_w.
+
+Which positions form a block (:class:`HLAWindows`, built by :func:`hla_windows`):
+
+- ``spatial`` (the default): a sample is its prefix tokens (class, register, distillation) and then an
+  H×W grid in raster order (a ViT's patches, a convolution's output pixels). The grid is zero-padded to
+  multiples of 4 and cut into 4×4 windows. Prefix tokens are not projected: each is a row of its own,
+  scaled by 4 = √16 so that the GEMM's division by 16 leaves its term ``g_yᵀ x`` exact.
+- ``paper``: 16 consecutive positions (a 1×16 strip of a raster-ordered grid), samples zero-padded.
+- ``official``: the authors' code, one strip of ``T & -T`` positions (the largest power of two dividing T).
+
+Sequences without a known grid use ``paper``'s strips (the caller warns; see :mod:`hot.functional`).
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -16,7 +28,105 @@ import torch.nn.functional as F
 from .hadamard import block_hadamard, hadamard_matrix, is_power_of_two
 
 HLA_BLOCK = 16
-BLOCKINGS = ("paper", "official")
+HLA_WINDOW = 4  # side of a spatial window: 4 x 4 = HLA_BLOCK positions
+PREFIX_SCALE = 4.0  # sqrt(HLA_BLOCK): a prefix row's (4 g)(4 x) / 16 is g x, exactly (powers of two)
+BLOCKINGS = ("spatial", "paper", "official")
+
+
+@dataclass(frozen=True)
+class TokenGrid:
+    """A sample's positions: ``prefix`` tokens, then a ``height`` × ``width`` grid in raster order."""
+
+    prefix: int
+    height: int
+    width: int
+
+    def __post_init__(self) -> None:
+        if self.prefix < 0 or self.height < 1 or self.width < 1:
+            raise ValueError(f"a token grid needs prefix >= 0 and a grid of at least 1x1, got {self}")
+
+    @property
+    def tokens(self) -> int:
+        return self.prefix + self.height * self.width
+
+    def describe(self) -> str:
+        return f"{self.prefix} prefix + {self.height}x{self.width} grid = {self.tokens} tokens"
+
+
+@dataclass(frozen=True)
+class HLAWindows:
+    """Where HLA's blocks read one sample's ``tokens`` positions: ``prefix`` exact rows, then an
+    ``height`` × ``width`` raster grid cut into ``window_h`` × ``window_w`` windows (the grid zero-padded
+    to whole windows). ``paper`` and ``official`` are 1-row grids of 1 × block windows."""
+
+    tokens: int
+    prefix: int
+    height: int
+    width: int
+    window_h: int
+    window_w: int
+
+    def __post_init__(self) -> None:
+        if self.prefix + self.height * self.width != self.tokens:
+            raise ValueError(
+                f"HLA windows: {self.prefix} prefix + {self.height}x{self.width} grid is not T = {self.tokens}"
+            )
+        if not is_power_of_two(self.block):
+            raise ValueError(f"HLA window {self.window_h}x{self.window_w} is not a power-of-two block")
+
+    @property
+    def block(self) -> int:
+        """Positions per window (the Hadamard size along L)."""
+        return self.window_h * self.window_w
+
+    @property
+    def grid_windows(self) -> tuple[int, int]:
+        """Windows along the grid's rows and columns (after zero padding)."""
+        return -(-self.height // self.window_h), -(-self.width // self.window_w)
+
+    @property
+    def windows(self) -> int:
+        """Windows per sample."""
+        rows, cols = self.grid_windows
+        return rows * cols
+
+    def rows_per_sample(self, rank: int) -> int:
+        """Projected rows per sample: the kept basis rows of every window, and one row per prefix token."""
+        return self.windows * len(block_rows(self.block, rank)) + self.prefix
+
+    def padded_tokens(self) -> int:
+        """Positions per sample the projection reads, padding included (prefix + whole windows)."""
+        return self.prefix + self.windows * self.block
+
+    @functools.cached_property
+    def index_map(self) -> torch.Tensor:
+        """(windows, block) int64: the sample position each window slot reads, -1 where it is padding.
+        Slot ``k`` of a window is its row ``k // window_w``, column ``k % window_w``."""
+        rows, cols = self.grid_windows
+        r = torch.arange(rows * self.window_h).reshape(rows, self.window_h, 1, 1)
+        c = torch.arange(cols * self.window_w).reshape(1, 1, cols, self.window_w)
+        pos = self.prefix + r * self.width + c
+        pos = torch.where((r < self.height) & (c < self.width), pos, torch.full_like(pos, -1))
+        return pos.permute(0, 2, 1, 3).reshape(rows * cols, self.block)
+
+
+def hla_windows(tokens: int, blocking: str, grid: TokenGrid | None = None) -> HLAWindows:
+    """The blocks of a sample of ``tokens`` positions under ``blocking``.
+
+    ``spatial`` needs ``grid`` (else it reads 1×16 strips, as ``paper``); a grid that does not account
+    for ``tokens`` is an error. ``paper`` and ``official`` ignore the grid.
+    """
+    if not isinstance(tokens, int) or tokens < 1:
+        raise ValueError(f"a sample needs at least one position, got T = {tokens!r}")
+    if blocking == "spatial" and grid is not None:
+        if grid.tokens != tokens:
+            raise ValueError(f"token grid ({grid.describe()}) does not match T = {tokens}")
+        return HLAWindows(tokens, grid.prefix, grid.height, grid.width, HLA_WINDOW, HLA_WINDOW)
+    if blocking in ("spatial", "paper"):
+        return HLAWindows(tokens, 0, 1, tokens, 1, HLA_BLOCK)
+    if blocking == "official":
+        return HLAWindows(tokens, 0, 1, tokens, 1, official_block(tokens))
+    raise ValueError(f"hla_blocking must be one of {list(BLOCKINGS)}, got {blocking!r}")
 
 
 @functools.cache
@@ -46,8 +156,8 @@ def lp_l1_pairs() -> tuple[tuple[int, int], ...]:
 @functools.cache
 def lp_l1_rows(rank: int) -> tuple[int, ...]:
     """Rows of ``H_16`` that ``v_ij`` of the first ``rank`` LP_L1 pairs are, in that order."""
-    if not 1 <= rank <= HLA_BLOCK:
-        raise ValueError(f"HLA rank must be in 1..16, got {rank}")
+    if not isinstance(rank, int) or not 1 <= rank <= HLA_BLOCK:
+        raise ValueError(f"HLA rank must be in 1..16, got {rank!r}")
     walsh = sequency_order(4)  # w_i is row walsh[i] of H_4, and kron(H_4[a], H_4[b]) = H_16[4a + b]
     return tuple(4 * walsh[i] + walsh[j] for i, j in lp_l1_pairs()[:rank])
 
@@ -70,38 +180,56 @@ def block_rows(block: int, rank: int) -> tuple[int, ...]:
     return tuple(sequency_order(block)[:keep])
 
 
-def hla_block(tokens: int, blocking: str) -> int:
-    if blocking == "paper":
-        return HLA_BLOCK
-    if blocking == "official":
-        return official_block(tokens)
-    raise ValueError(f"hla_blocking must be one of {BLOCKINGS}, got {blocking!r}")
+def projected_rows(length: int, windows: HLAWindows, rank: int) -> int:
+    """Rows of :func:`hla_project` of an (L, C) tensor: samples × (windows × kept rows + prefix tokens)."""
+    return (length // windows.tokens) * windows.rows_per_sample(rank)
 
 
-def projected_rows(length: int, tokens: int, rank: int, blocking: str = "paper") -> int:
-    """Rows of :func:`hla_project` of an (L, C) tensor: per sample, ceil(T / block) blocks × the kept rows (≈ L/2)."""
-    block = hla_block(tokens, blocking)
-    return (length // tokens) * -(-tokens // block) * len(block_rows(block, rank))
-
-
-def hla_project(t: torch.Tensor, tokens: int, rank: int, blocking: str = "paper") -> torch.Tensor:
-    """Project a (L, C) tensor along L, per sample of ``tokens`` positions, onto the kept Hadamard rows.
-
-    Each sample is zero-padded to a multiple of the block (zero rows add nothing to g_w, so padding is
-    exact). Returns (samples · blocks · kept, C) with row ``(sample · blocks + block) · kept + basis``:
-    ``hla_project(g_y)ᵀ hla_project(x) / block`` approximates ``g_yᵀ x``.
-    """
+def _check_length(t: torch.Tensor, windows: HLAWindows) -> tuple[int, int]:
     if t.dim() != 2:
-        raise ValueError(f"hla_project expects a 2-D (L, C) tensor, got shape {tuple(t.shape)}")
+        raise ValueError(f"HLA expects a 2-D (L, C) tensor, got shape {tuple(t.shape)}")
     length, channels = t.shape
-    if tokens < 1 or length % tokens != 0:
-        raise ValueError(f"L = {length} is not a whole number of samples of T = {tokens} positions")
-    block = hla_block(tokens, blocking)
-    rows = block_rows(block, rank)
-    x = t.reshape(length // tokens, tokens, channels)
-    pad = (-tokens) % block
-    if pad:
-        x = F.pad(x, (0, 0, 0, pad))
-    x = block_hadamard(x, block, dim=1)
-    x = x.reshape(x.shape[0], -1, block, channels)[:, :, list(rows)]
-    return x.reshape(-1, channels)
+    if length % windows.tokens != 0:
+        raise ValueError(f"L = {length} is not a whole number of samples of T = {windows.tokens} positions")
+    return length // windows.tokens, channels
+
+
+def gather_windows(t: torch.Tensor, windows: HLAWindows) -> torch.Tensor:
+    """(samples, windows, block, C): each window's positions of a (L, C) tensor, zeros where padded."""
+    samples, channels = _check_length(t, windows)
+    x = F.pad(t.reshape(samples, windows.tokens, channels), (0, 0, 0, 1))  # position T: the zero row
+    index = windows.index_map.to(t.device).reshape(-1)
+    index = torch.where(index < 0, windows.tokens, index)
+    return x[:, index].reshape(samples, windows.windows, windows.block, channels)
+
+
+def hla_project(t: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
+    """Project a (L, C) tensor along L onto the kept Hadamard rows of each window of each sample.
+
+    Returns (samples · windows · kept + samples · prefix, C): first row ``(sample · windows + window) ·
+    kept + basis``, then each sample's prefix tokens times :data:`PREFIX_SCALE`. Padding positions are
+    zeros (they add nothing to g_w), so ``hla_project(g_y)ᵀ hla_project(x) / block`` approximates
+    ``g_yᵀ x`` and is exact on the prefix tokens.
+    """
+    samples, channels = _check_length(t, windows)
+    rows = list(block_rows(windows.block, rank))
+    x = block_hadamard(gather_windows(t, windows), windows.block, dim=2)[:, :, rows].reshape(-1, channels)
+    if not windows.prefix:
+        return x
+    prefix = t.reshape(samples, windows.tokens, channels)[:, : windows.prefix] * PREFIX_SCALE
+    return torch.cat([x, prefix.reshape(-1, channels)])
+
+
+def hla_lowpass(t: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
+    """``Pᵀ P t / block`` on each window (the orthogonal projection onto the kept rows), prefix tokens as they are."""
+    samples, channels = _check_length(t, windows)
+    rows = list(block_rows(windows.block, rank))
+    coeffs = block_hadamard(gather_windows(t, windows), windows.block, dim=2)
+    kept = torch.zeros_like(coeffs)
+    kept[:, :, rows] = coeffs[:, :, rows]
+    back = block_hadamard(kept, windows.block, dim=2) / windows.block
+    out = t.reshape(samples, windows.tokens, channels).clone()
+    index = windows.index_map.to(t.device).reshape(-1)
+    inside = index >= 0
+    out[:, index[inside]] = back.reshape(samples, -1, channels)[:, inside]
+    return out.reshape(-1, channels)

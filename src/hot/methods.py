@@ -1,7 +1,8 @@
 """Backward estimators, one class per method, all on the GEMM view of a layer.
 
 A layer is ``y = x Wᵀ + b`` with ``x`` (L, I), ``W`` (O, I), ``g_y`` (L, O); L holds samples of
-``tokens`` consecutive positions. Each method estimates ``g_x = g_y W`` and ``g_w = g_yᵀ x``;
+``windows.tokens`` consecutive positions, and ``windows`` (:class:`hot.hla.HLAWindows`) says where HLA's
+blocks read them. Each method estimates ``g_x = g_y W`` and ``g_w = g_yᵀ x``;
 bias gradients and the forward pass are exact and live in :mod:`hot.functional`.
 """
 
@@ -15,7 +16,7 @@ from . import rounding
 from .backends import HLASpec, HQSpec, get_backend
 from .config import HOTConfig
 from .hadamard import block_hadamard, largest_block
-from .hla import HLA_BLOCK, block_rows, hla_block, hla_project, projected_rows
+from .hla import HLA_BLOCK, HLAWindows, hla_lowpass, hla_project, projected_rows
 from .quant import fake_quantize, quantize, quantize_luq, sawb_scale
 from .rounding import Stream
 
@@ -30,6 +31,7 @@ class LayerState:
     step: int = 0
     gx_granularity: str | None = None
     calibrating: bool = False
+    grid_warned: bool = False
     lqs_error_token: float = 0.0
     lqs_error_tensor: float = 0.0
 
@@ -54,19 +56,21 @@ def at_least_fp32(t: torch.Tensor) -> torch.Tensor:
 class Method:
     """Exact backward; subclasses replace one or both GEMMs."""
 
+    uses_hla = False  # whether the estimate depends on where HLA's windows sit
+
     def __init__(self, config: HOTConfig) -> None:
         self.config = config
 
-    def pack_input(self, x: torch.Tensor, tokens: int, keys: Keys) -> Saved:
+    def pack_input(self, x: torch.Tensor, windows: HLAWindows, keys: Keys) -> Saved:
         """What the forward keeps of x for g_w (ABC overrides this)."""
         return (x,)
 
     def grad_input(
-        self, g_y: torch.Tensor, weight: torch.Tensor, tokens: int, state: LayerState, keys: Keys
+        self, g_y: torch.Tensor, weight: torch.Tensor, windows: HLAWindows, state: LayerState, keys: Keys
     ) -> torch.Tensor:
         return at_least_fp32(g_y) @ at_least_fp32(weight)
 
-    def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
+    def grad_weight(self, g_y: torch.Tensor, saved: Saved, windows: HLAWindows, keys: Keys) -> torch.Tensor:
         return at_least_fp32(g_y).t() @ at_least_fp32(saved[0])
 
     def backward_gemms(
@@ -74,33 +78,35 @@ class Method:
         g_y: torch.Tensor,
         weight: torch.Tensor | None,
         saved: Saved,
-        tokens: int,
+        windows: HLAWindows,
         state: LayerState,
         keys: Keys,
         gx_dtype: torch.dtype = torch.float32,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """One backward's g_x (in ``gx_dtype``; None without ``weight``) and g_w (float32; None without ``saved``)."""
-        g_x = None if weight is None else self.grad_input(g_y, weight, tokens, state, keys).to(gx_dtype)
-        g_w = self.grad_weight(g_y, saved, tokens, keys) if saved else None
+        g_x = None if weight is None else self.grad_input(g_y, weight, windows, state, keys).to(gx_dtype)
+        g_w = self.grad_weight(g_y, saved, windows, keys) if saved else None
         return g_x, g_w
 
 
 class HOTMethod(Method):
     """HQ (INT4, Hadamard along O) on g_x and HLA (INT8, rank r along L) on g_w."""
 
+    uses_hla = True
+
     def __init__(self, config: HOTConfig) -> None:
         super().__init__(config)
         self.backend = get_backend(config.backend)
 
-    def pack_input(self, x: torch.Tensor, tokens: int, keys: Keys) -> Saved:
+    def pack_input(self, x: torch.Tensor, windows: HLAWindows, keys: Keys) -> Saved:
         if not self.config.abc:
             return (x,)
-        return self._quantize_input(x, tokens)
+        return self._quantize_input(x, windows)
 
-    def packed_input_like(self, x: torch.Tensor, tokens: int) -> Saved:
+    def packed_input_like(self, x: torch.Tensor, windows: HLAWindows) -> Saved:
         """Uninitialised tensors laid out as :meth:`pack_input`'s codes and scale (what the compiler traces with)."""
         c = self.config
-        rows, channels = projected_rows(x.shape[0], tokens, c.hla_rank, c.hla_blocking), x.shape[1]
+        rows, channels = projected_rows(x.shape[0], windows, c.hla_rank), x.shape[1]
         if self.backend.codes_transposed:
             codes = x.new_empty((channels, rows), dtype=torch.int8).t()
         else:
@@ -113,11 +119,9 @@ class HOTMethod(Method):
         """The g_w path's scales: per channel, else one per tensor."""
         return "per_channel" if self.config.gw_granularity == "per_channel" else "per_tensor"
 
-    def _quantize_input(self, x: torch.Tensor, tokens: int) -> Saved:
+    def _quantize_input(self, x: torch.Tensor, windows: HLAWindows) -> Saved:
         c = self.config
-        return self.backend.hla_quantize(
-            x, tokens, c.hla_rank, c.hla_blocking, c.gw_bits, "nearest", self._gw_granularity, None
-        )
+        return self.backend.hla_quantize(x, HLASpec(windows, c.hla_rank, c.gw_bits, "nearest", self._gw_granularity))
 
     def _gx_spec(self, g_y: torch.Tensor, weight: torch.Tensor, state: LayerState, keys: Keys) -> HQSpec:
         c = self.config
@@ -127,58 +131,47 @@ class HOTMethod(Method):
         granularity = state.gx_granularity or c.gx_granularity
         return HQSpec(block, c.gx_bits, granularity, keys(Stream.GX_GRAD_OUTPUT))
 
-    def _gw_spec(self, tokens: int, keys: Keys) -> HLASpec:
+    def _gw_spec(self, windows: HLAWindows, keys: Keys) -> HLASpec:
         c = self.config
-        return HLASpec(
-            tokens,
-            c.hla_rank,
-            c.hla_blocking,
-            c.gw_bits,
-            c.gy_rounding,
-            self._gw_granularity,
-            keys(Stream.GW_GRAD_OUTPUT),
-        )
+        return HLASpec(windows, c.hla_rank, c.gw_bits, c.gy_rounding, self._gw_granularity, keys(Stream.GW_GRAD_OUTPUT))
 
     def _hq_matmul(self, a: tuple, weight: torch.Tensor, block: int, out_dtype: torch.dtype) -> torch.Tensor:
         b_codes, b_scale = self.backend.hq_quantize_weight(weight, block, self.config.gx_bits)
         return self.backend.hq_matmul(*a, b_codes, b_scale, block, out_dtype=out_dtype)
 
-    def _hla_matmul(self, g: tuple, saved: Saved, tokens: int) -> torch.Tensor:
+    def _hla_matmul(self, g: tuple, saved: Saved, windows: HLAWindows) -> torch.Tensor:
         c = self.config
-        x_codes, x_scale = saved if c.abc else self._quantize_input(saved[0], tokens)
-        return self.backend.hla_matmul(*g, x_codes, x_scale, hla_block(tokens, c.hla_blocking))
+        x_codes, x_scale = saved if c.abc else self._quantize_input(saved[0], windows)
+        return self.backend.hla_matmul(*g, x_codes, x_scale, windows.block)
 
     def grad_input(
-        self, g_y: torch.Tensor, weight: torch.Tensor, tokens: int, state: LayerState, keys: Keys
+        self, g_y: torch.Tensor, weight: torch.Tensor, windows: HLAWindows, state: LayerState, keys: Keys
     ) -> torch.Tensor:
         hq = self._gx_spec(g_y, weight, state, keys)
         a = self.backend.hq_quantize_grad_output(g_y, hq.block, hq.bits, hq.granularity, hq.key)
         return self._hq_matmul(a, weight, hq.block, torch.float32)
 
-    def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
-        hla = self._gw_spec(tokens, keys)
-        g = self.backend.hla_quantize(
-            g_y, tokens, hla.rank, hla.blocking, hla.bits, hla.rounding, hla.granularity, hla.key
-        )
-        return self._hla_matmul(g, saved, tokens)
+    def grad_weight(self, g_y: torch.Tensor, saved: Saved, windows: HLAWindows, keys: Keys) -> torch.Tensor:
+        g = self.backend.hla_quantize(g_y, self._gw_spec(windows, keys))
+        return self._hla_matmul(g, saved, windows)
 
     def backward_gemms(
         self,
         g_y: torch.Tensor,
         weight: torch.Tensor | None,
         saved: Saved,
-        tokens: int,
+        windows: HLAWindows,
         state: LayerState,
         keys: Keys,
         gx_dtype: torch.dtype = torch.float32,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """Both GEMMs from one quantisation call over g_y (the real backend reads g_y once per pass for both)."""
         if weight is None or not saved:
-            return super().backward_gemms(g_y, weight, saved, tokens, state, keys, gx_dtype)
+            return super().backward_gemms(g_y, weight, saved, windows, state, keys, gx_dtype)
         hq = self._gx_spec(g_y, weight, state, keys)
-        a_codes, a_scale, g_codes, g_scale = self.backend.quantize_grad_output(g_y, hq, self._gw_spec(tokens, keys))
+        a_codes, a_scale, g_codes, g_scale = self.backend.quantize_grad_output(g_y, hq, self._gw_spec(windows, keys))
         g_x = self._hq_matmul((a_codes, a_scale), weight, hq.block, gx_dtype)
-        return g_x, self._hla_matmul((g_codes, g_scale), saved, tokens)
+        return g_x, self._hla_matmul((g_codes, g_scale), saved, windows)
 
 
 def record_lqs_errors(g_y: torch.Tensor, block: int, bits: int, state: LayerState) -> None:
@@ -196,14 +189,14 @@ class Int4Method(Method):
     """Both GEMMs on plain per-tensor INT4 operands, all stochastically rounded, no transform."""
 
     def grad_input(
-        self, g_y: torch.Tensor, weight: torch.Tensor, tokens: int, state: LayerState, keys: Keys
+        self, g_y: torch.Tensor, weight: torch.Tensor, windows: HLAWindows, state: LayerState, keys: Keys
     ) -> torch.Tensor:
         bits = self.config.gx_bits
         g = fake_quantize(g_y, bits, "per_tensor", "stochastic", keys(Stream.GX_GRAD_OUTPUT))
         w = fake_quantize(weight, bits, "per_tensor", "stochastic", keys(Stream.GX_WEIGHT))
         return g @ w
 
-    def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
+    def grad_weight(self, g_y: torch.Tensor, saved: Saved, windows: HLAWindows, keys: Keys) -> torch.Tensor:
         bits = self.config.gx_bits
         g = fake_quantize(g_y, bits, "per_tensor", "stochastic", keys(Stream.GW_GRAD_OUTPUT))
         x = fake_quantize(saved[0], bits, "per_tensor", "stochastic", keys(Stream.GW_INPUT))
@@ -219,57 +212,49 @@ class LUQMethod(Method):
         return quantize(t, scale, bits, "nearest") * scale
 
     def grad_input(
-        self, g_y: torch.Tensor, weight: torch.Tensor, tokens: int, state: LayerState, keys: Keys
+        self, g_y: torch.Tensor, weight: torch.Tensor, windows: HLAWindows, state: LayerState, keys: Keys
     ) -> torch.Tensor:
         return quantize_luq(g_y, self.config.gx_bits, keys(Stream.GX_GRAD_OUTPUT)) @ self._sawb(weight)
 
-    def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
+    def grad_weight(self, g_y: torch.Tensor, saved: Saved, windows: HLAWindows, keys: Keys) -> torch.Tensor:
         return quantize_luq(g_y, self.config.gx_bits, keys(Stream.GW_GRAD_OUTPUT)).t() @ self._sawb(saved[0])
 
 
-def hla_lowpass(t: torch.Tensor, tokens: int, rank: int, blocking: str) -> torch.Tensor:
-    """``Pᵀ P t / block`` per block along L: the orthogonal projection onto the kept Hadamard rows."""
-    length, channels = t.shape
-    block = hla_block(tokens, blocking)
-    rows = list(block_rows(block, rank))
-    coeffs = hla_project(at_least_fp32(t), tokens, rank, blocking).reshape(length // tokens, -1, len(rows), channels)
-    full = coeffs.new_zeros(coeffs.shape[0], coeffs.shape[1], block, channels)
-    full[:, :, rows] = coeffs
-    back = block_hadamard(full.reshape(coeffs.shape[0], -1, channels), block, dim=1) / block
-    return back[:, :tokens].reshape(length, channels)
-
-
-def hla_grad_weight(g_y: torch.Tensor, x: torch.Tensor, tokens: int, rank: int, blocking: str) -> torch.Tensor:
+def hla_grad_weight(g_y: torch.Tensor, x: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
     """``(P g_y)ᵀ (P x) / block`` in floating point: HLA on the g_w path without quantisation."""
-    g = hla_project(g_y.float(), tokens, rank, blocking)
-    return g.t() @ hla_project(x.float(), tokens, rank, blocking) / hla_block(tokens, blocking)
+    g = hla_project(g_y.float(), windows, rank)
+    return g.t() @ hla_project(x.float(), windows, rank) / windows.block
 
 
 class LBPWHTMethod(Method):
     """LBP-WHT: the same rank-r Walsh-Hadamard projection along L on both GEMMs, in floating point."""
 
+    uses_hla = True
+
     def grad_input(
-        self, g_y: torch.Tensor, weight: torch.Tensor, tokens: int, state: LayerState, keys: Keys
+        self, g_y: torch.Tensor, weight: torch.Tensor, windows: HLAWindows, state: LayerState, keys: Keys
     ) -> torch.Tensor:
         c = self.config
-        return hla_lowpass(g_y, tokens, c.hla_rank, c.hla_blocking) @ weight.float()
+        return hla_lowpass(at_least_fp32(g_y), windows, c.hla_rank) @ weight.float()
 
-    def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
-        return hla_grad_weight(g_y, saved[0], tokens, self.config.hla_rank, self.config.hla_blocking)
+    def grad_weight(self, g_y: torch.Tensor, saved: Saved, windows: HLAWindows, keys: Keys) -> torch.Tensor:
+        return hla_grad_weight(g_y, saved[0], windows, self.config.hla_rank)
 
 
 class HLAFilterMethod(Method):
     """The follow-up's gradient filter: exact g_x, HLA on g_w in floating point at rank round(16·keep)."""
 
-    def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
+    uses_hla = True
+
+    def grad_weight(self, g_y: torch.Tensor, saved: Saved, windows: HLAWindows, keys: Keys) -> torch.Tensor:
         rank = max(1, round(HLA_BLOCK * self.config.keep_ratio))
-        return hla_grad_weight(g_y, saved[0], tokens, rank, self.config.hla_blocking)
+        return hla_grad_weight(g_y, saved[0], windows, rank)
 
 
 class GradDropoutMethod(Method):
     """The filter's control: exact g_x, g_w from g_y with elements dropped at random (kept ones scaled by 1/keep)."""
 
-    def grad_weight(self, g_y: torch.Tensor, saved: Saved, tokens: int, keys: Keys) -> torch.Tensor:
+    def grad_weight(self, g_y: torch.Tensor, saved: Saved, windows: HLAWindows, keys: Keys) -> torch.Tensor:
         keep = self.config.keep_ratio
         mask = rounding.uniform(g_y.shape, keys(Stream.DROPOUT), g_y.device) < keep
         return (g_y.float() * mask / keep).t() @ saved[0].float()

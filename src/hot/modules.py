@@ -10,6 +10,7 @@ from torch import nn
 
 from .config import HOTConfig
 from .functional import hot_layer_forward, register_layer
+from .hla import TokenGrid
 from .methods import Keys, LayerState, create_method
 
 
@@ -18,6 +19,8 @@ class HOTLayerMixin:
 
     hot_config: HOTConfig
     hot_state: LayerState
+    hot_name: str  # the qualified name it replaced, for messages
+    hot_grid: TokenGrid | None  # a Linear's token grid (prefix + H×W), where hot.convert knew it
     weight: nn.Parameter
 
     def _init_hot(self, config: HOTConfig, index: int) -> None:
@@ -25,6 +28,8 @@ class HOTLayerMixin:
         self.hot_method = create_method(config)
         self.hot_state = LayerState(index=index)
         self.hot_handle = register_layer(self)
+        self.hot_name = ""
+        self.hot_grid = None
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)  # type: ignore[misc]

@@ -164,7 +164,7 @@ def test_measure_layer_on_the_cpu_with_the_fake_backend(monkeypatch: pytest.Monk
     monkeypatch.setattr(hopper, "_gemm_rates", lambda *a: {**gemms, "_fp8_flops": 1e12, "_modes": {}})
     method = create_method(HOTConfig(backend="fake", abc=True))
     layer, kernel = hopper.measure_layer("proj", 768, 768, 1, method, hopper.SECTIONS, 1000.0, 1, 0, 0, device="cpu")
-    length, rows = 197, 13 * 8
+    length, rows = 197, 16 * 8 + 1  # 14×14 patches padded to 4×4 windows of 16×16, and the class token
     assert (layer["L"], layer["O"], layer["I"], layer["hla_rows"]) == (length, 768, 768, rows)
     assert len(timed) == 7  # g_y quantiser, pack_input, bf16, hot backward, weight quantiser, two GEMMs
     assert layer["speedup_vs_bf16"] == pytest.approx(layer["bf16_us"] / layer["hot_backward_us"])

@@ -12,7 +12,7 @@ from hot import HOTConfig, HOTLinear
 from hot.backends import HLASpec, HQSpec
 from hot.backends.reference import ReferenceBackend
 from hot.hadamard import block_hadamard, largest_block
-from hot.hla import lp_l1_rows
+from hot.hla import HLAWindows, TokenGrid, hla_windows, lp_l1_rows
 from hot.quant import quantize, sawb_scale
 from hot.rounding import Stream, hash_key
 
@@ -52,6 +52,28 @@ def _assert_dequantized(backend, out: torch.Tensor, ref: torch.Tensor) -> None:
 
 def _capability() -> tuple[int, int]:
     return torch.cuda.get_device_capability()
+
+
+def _spatial(prefix: int, height: int, width: int) -> HLAWindows:
+    grid = TokenGrid(prefix, height, width)
+    return hla_windows(grid.tokens, "spatial", grid)
+
+
+def _paper(tokens: int) -> HLAWindows:
+    return hla_windows(tokens, "paper")
+
+
+# (windows, samples, channels, rank): 1×16 strips and 4×4 windows with and without prefix tokens and padding
+HLA_CASES = [
+    (_paper(197), 3, 768, 8),
+    (_paper(49), 2, 40, 5),
+    (_paper(16), 4, 8, 16),
+    (_spatial(1, 14, 14), 3, 768, 8),  # ViT-B/16: class token, 14×14 patches padded to 16×16
+    (_spatial(1, 7, 7), 2, 40, 5),
+    (_spatial(2, 5, 9), 3, 36, 16),
+    (_spatial(0, 4, 4), 4, 8, 1),
+    (_spatial(0, 6, 3), 1, 100, 3),
+]
 
 
 # --- quantisers against the CPU reference -------------------------------------------------------
@@ -105,12 +127,13 @@ def test_hq_weight_matches_cpu_bitwise_on_exact_sums(kernel_backend) -> None:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("granularity", ["per_tensor", "per_channel"])
 @pytest.mark.parametrize("rounding", ["stochastic", "nearest"])
-@pytest.mark.parametrize(("tokens", "samples", "channels", "rank"), [(197, 3, 768, 8), (49, 2, 40, 5), (16, 4, 8, 16)])
-def test_hla_matches_cpu(kernel_backend, dtype, granularity, rounding, tokens, samples, channels, rank) -> None:
-    t = _randn(tokens * samples, channels, seed=tokens + channels, dtype=dtype)
+@pytest.mark.parametrize(("windows", "samples", "channels", "rank"), HLA_CASES, ids=str)
+def test_hla_matches_cpu(kernel_backend, dtype, granularity, rounding, windows, samples, channels, rank) -> None:
+    t = _randn(windows.tokens * samples, channels, seed=windows.tokens + channels, dtype=dtype)
     key = hash_key(1, 2, 3, Stream.GW_GRAD_OUTPUT) if rounding == "stochastic" else None
-    ref_codes, ref_scale = REF.hla_quantize(t, tokens, rank, "paper", 8, rounding, granularity, key)
-    codes, scale = kernel_backend.hla_quantize(t.to(CUDA), tokens, rank, "paper", 8, rounding, granularity, key)
+    spec = HLASpec(windows, rank, 8, rounding, granularity, key)
+    ref_codes, ref_scale = REF.hla_quantize(t, spec)
+    codes, scale = kernel_backend.hla_quantize(t.to(CUDA), spec)
     _assert_codes(codes, ref_codes)
     _assert_bits(scale, ref_scale)
 
@@ -126,18 +149,19 @@ def _fused(backend):
 @pytest.mark.parametrize("hla_granularity", ["per_tensor", "per_channel"])
 @pytest.mark.parametrize("rounding", ["stochastic", "nearest"])
 @pytest.mark.parametrize(
-    ("tokens", "samples", "channels", "rank"),
-    [(197, 3, 768, 8), (49, 2, 40, 5), (16, 4, 8, 16), (197, 2, 2304, 8), (7, 3, 100, 3)],
+    ("windows", "samples", "channels", "rank"),
+    [*HLA_CASES, (_paper(197), 2, 2304, 8), (_spatial(1, 14, 14), 2, 2304, 8), (_paper(7), 3, 100, 3)],
+    ids=str,
 )
 def test_fused_grad_output_matches_both_quantisers(
-    kernel_backend, dtype, hq_granularity, hla_granularity, rounding, tokens, samples, channels, rank
+    kernel_backend, dtype, hq_granularity, hla_granularity, rounding, windows, samples, channels, rank
 ) -> None:
     """One fused call gives the HQ and the HLA codes and scales of the two reference quantisers, bit for bit."""
-    g_y = _randn(tokens * samples, channels, seed=3 * tokens + channels, dtype=dtype)
+    g_y = _randn(windows.tokens * samples, channels, seed=3 * windows.tokens + channels, dtype=dtype)
     block = largest_block(channels, 16)
     hq = HQSpec(block, 4, hq_granularity, hash_key(1, 2, 3, Stream.GX_GRAD_OUTPUT))
     key = hash_key(1, 2, 3, Stream.GW_GRAD_OUTPUT) if rounding == "stochastic" else None
-    hla = HLASpec(tokens, rank, "paper", 8, rounding, hla_granularity, key)
+    hla = HLASpec(windows, rank, 8, rounding, hla_granularity, key)
     backend = _fused(kernel_backend)
     assert backend.fuses_grad_output(g_y, hq, hla)
     got = backend.quantize_grad_output(g_y.to(CUDA), hq, hla)
@@ -152,7 +176,7 @@ def test_fused_grad_output_matches_both_quantisers(
 def test_fused_grad_output_every_hadamard_block(kernel_backend, block: int) -> None:
     g_y = _randn(3 * 50, 64, seed=block, dtype=torch.bfloat16)
     hq = HQSpec(block, 4, "per_token", 11)
-    hla = HLASpec(50, 8, "paper", 8, "stochastic", "per_tensor", 12)
+    hla = HLASpec(_spatial(1, 7, 7), 8, 8, "stochastic", "per_tensor", 12)
     got = _fused(kernel_backend).quantize_grad_output(g_y.to(CUDA), hq, hla)
     want = REF.quantize_grad_output(g_y, hq, hla)
     for g, w in zip(got, want, strict=True):
@@ -162,7 +186,7 @@ def test_fused_grad_output_every_hadamard_block(kernel_backend, block: int) -> N
 def test_fused_grad_output_falls_back_for_ragged_channels(kernel_backend) -> None:
     g_y = _randn(2 * 20, 6, seed=5)
     hq = HQSpec(2, 4, "per_token", 1)
-    hla = HLASpec(20, 8, "paper", 8, "stochastic", "per_tensor", 2)
+    hla = HLASpec(_paper(20), 8, 8, "stochastic", "per_tensor", 2)
     backend = _fused(kernel_backend)
     assert not backend.fuses_grad_output(g_y, hq, hla)
     got = backend.quantize_grad_output(g_y.to(CUDA), hq, hla)
@@ -173,7 +197,7 @@ def test_fused_grad_output_falls_back_for_ragged_channels(kernel_backend) -> Non
 def test_grad_output_bytes_counts_two_reads(kernel_backend) -> None:
     g_y = torch.empty(197 * 4, 768, dtype=torch.bfloat16)
     hq = HQSpec(16, 4, "per_token", 1)
-    hla = HLASpec(197, 8, "paper", 8, "stochastic", "per_tensor", 2)
+    hla = HLASpec(_paper(197), 8, 8, "stochastic", "per_tensor", 2)
     proj_rows = 4 * 13 * 8
     want = 2 * g_y.numel() * 2 + g_y.numel() + proj_rows * 768 + 4 * (197 * 4 + 768)
     assert _fused(kernel_backend).grad_output_bytes(g_y, hq, hla) == want
@@ -181,8 +205,9 @@ def test_grad_output_bytes_counts_two_reads(kernel_backend) -> None:
 
 def test_hla_official_blocking_falls_back_exactly(kernel_backend) -> None:
     t = _randn(2 * 24, 16, seed=4)
-    ref_codes, ref_scale = REF.hla_quantize(t, 24, 8, "official", 8, "stochastic", "per_tensor", 9)
-    codes, scale = kernel_backend.hla_quantize(t.to(CUDA), 24, 8, "official", 8, "stochastic", "per_tensor", 9)
+    spec = HLASpec(hla_windows(24, "official"), 8, 8, "stochastic", "per_tensor", 9)
+    ref_codes, ref_scale = REF.hla_quantize(t, spec)
+    codes, scale = kernel_backend.hla_quantize(t.to(CUDA), spec)
     _assert_codes(codes, ref_codes)
     _assert_bits(scale, ref_scale)
 
@@ -344,12 +369,13 @@ def test_dequantisation_matches_reference_order(kernel_backend) -> None:
 # --- layers: real quant against fake quant ------------------------------------------------------
 
 
-def _layer_grads(backend: str, x: torch.Tensor, w: torch.Tensor, tokens: int, **cfg) -> tuple:
+def _layer_grads(backend: str, x: torch.Tensor, w: torch.Tensor, grid: TokenGrid, **cfg) -> tuple:
     lin = torch.nn.Linear(w.shape[1], w.shape[0], bias=True, device=CUDA)
     with torch.no_grad():
         lin.weight.copy_(w)
     layer = HOTLinear.from_float(lin, HOTConfig(backend=backend, seed=11, **cfg), index=4)
-    xin = x.reshape(-1, tokens, x.shape[-1]).clone().requires_grad_(True)
+    layer.hot_grid = grid
+    xin = x.reshape(-1, grid.tokens, x.shape[-1]).clone().requires_grad_(True)
     g_y = _randn(*xin.shape[:-1], w.shape[0], seed=99).to(CUDA)
     layer(xin).backward(g_y)
     return xin.grad.reshape(-1, x.shape[-1]), layer.weight.grad
@@ -363,18 +389,28 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 @pytest.mark.parametrize(
     "cfg", [{}, {"gx_granularity": "per_tensor"}, {"abc": True}, {"gw_granularity": "per_channel"}]
 )
-@pytest.mark.parametrize(("tokens", "samples", "in_f", "out_f"), [(197, 2, 64, 96), (16, 3, 48, 32), (10, 1, 24, 40)])
+@pytest.mark.parametrize(
+    ("grid", "samples", "in_f", "out_f"),
+    [
+        (TokenGrid(1, 14, 14), 2, 64, 96),
+        (TokenGrid(0, 4, 4), 3, 48, 32),
+        (TokenGrid(1, 3, 3), 1, 24, 40),
+        (TokenGrid(0, 1, 197), 2, 64, 96),  # 1-row grid, 1×16 strips' shape with 4×4 windows' padding
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("blocking", ["spatial", "paper"])
 def test_hot_linear_real_equals_fake(
-    kernel_backend, monkeypatch, fused: bool, cfg: dict, tokens: int, samples: int, in_f: int, out_f: int
+    kernel_backend, monkeypatch, fused: bool, cfg: dict, grid: TokenGrid, samples: int, in_f: int, out_f: int, blocking
 ):
     from hot.backends import get_backend
 
     monkeypatch.setattr(get_backend("real"), "fused_grad_output", fused)
     # weights on a 1/16 grid: the SAWB scale is exact in any summation order (see above)
     w = torch.randint(-8, 9, (out_f, in_f), generator=torch.Generator().manual_seed(out_f)).float() / 16
-    x = _randn(tokens * samples, in_f, seed=in_f).to(CUDA)
-    gx_real, gw_real = _layer_grads("real", x, w.to(CUDA), tokens, **cfg)
-    gx_fake, gw_fake = _layer_grads("fake", x, w.to(CUDA), tokens, **cfg)
+    x = _randn(grid.tokens * samples, in_f, seed=in_f).to(CUDA)
+    gx_real, gw_real = _layer_grads("real", x, w.to(CUDA), grid, hla_blocking=blocking, **cfg)
+    gx_fake, gw_fake = _layer_grads("fake", x, w.to(CUDA), grid, hla_blocking=blocking, **cfg)
     # g_x: identical codes, exact products, the same dequantisation ops
     assert _rel(gx_real, gx_fake) < 1e-6
     # g_w: identical codes; the fake path's float32 GEMM may round sums above 2^24
@@ -388,8 +424,9 @@ def test_packed_input_like_matches_the_real_codes(kernel_backend, gw_granularity
 
     method = create_method(HOTConfig(backend="real", abc=True, gw_granularity=gw_granularity))
     x = _randn(3 * 197, 96, seed=5).to(CUDA)
-    real = method.pack_input(x, 197, None)
-    like = method.packed_input_like(x, 197)
+    windows = _spatial(1, 14, 14)
+    real = method.pack_input(x, windows, None)
+    like = method.packed_input_like(x, windows)
     assert [(t.shape, t.stride(), t.dtype, t.device) for t in like] == [
         (t.shape, t.stride(), t.dtype, t.device) for t in real
     ]
@@ -404,7 +441,7 @@ def test_compiled_real_training_step_equals_eager(kernel_backend) -> None:
 
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).to(CUDA)
-    eager = convert(net, HOTConfig(backend="real", abc=True))
+    eager = convert(net, HOTConfig(backend="real", abc=True), token_grid=TokenGrid(1, 14, 14))
     compiled = copy.deepcopy(eager)
     x = _randn(4 * 197, 64, seed=3).to(CUDA).reshape(4, 197, 64)
 
@@ -462,9 +499,12 @@ def test_hq_random_shapes(kernel_backend, rows: int, cols: int, per_token: bool,
     _assert_dequantized(kernel_backend, out, ref)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    tokens=st.integers(1, 70),
+    prefix=st.integers(0, 3),
+    height=st.integers(1, 9),
+    width=st.integers(1, 12),
+    spatial=st.booleans(),
     samples=st.integers(1, 4),
     channels=st.integers(1, 40),
     rank=st.integers(1, 16),
@@ -472,12 +512,17 @@ def test_hq_random_shapes(kernel_backend, rows: int, cols: int, per_token: bool,
     stochastic=st.booleans(),
     key=st.integers(0, 2**32 - 1),
 )
-def test_hla_random_shapes(kernel_backend, tokens, samples, channels, rank, per_channel, stochastic, key) -> None:
-    t = _randn(tokens * samples, channels, seed=tokens * 97 + channels)
+def test_hla_random_shapes(
+    kernel_backend, prefix, height, width, spatial, samples, channels, rank, per_channel, stochastic, key
+) -> None:
+    grid = TokenGrid(prefix, height, width)
+    windows = hla_windows(grid.tokens, "spatial" if spatial else "paper", grid)
+    t = _randn(grid.tokens * samples, channels, seed=grid.tokens * 97 + channels)
     granularity = "per_channel" if per_channel else "per_tensor"
     rounding = "stochastic" if stochastic else "nearest"
-    ref_codes, ref_scale = REF.hla_quantize(t, tokens, rank, "paper", 8, rounding, granularity, key)
-    codes, scale = kernel_backend.hla_quantize(t.to(CUDA), tokens, rank, "paper", 8, rounding, granularity, key)
+    spec = HLASpec(windows, rank, 8, rounding, granularity, key)
+    ref_codes, ref_scale = REF.hla_quantize(t, spec)
+    codes, scale = kernel_backend.hla_quantize(t.to(CUDA), spec)
     _assert_codes(codes, ref_codes)
     _assert_bits(scale, ref_scale)
     out = kernel_backend.hla_matmul(codes, scale, codes, scale, 16)
@@ -512,13 +557,13 @@ def test_bad_inputs_raise_clear_errors(kernel_backend) -> None:
     with pytest.raises(ValueError, match="multiple of the Hadamard block"):
         be.hq_quantize_weight(torch.randn(60, 8, device=CUDA), 16, 4)
     with pytest.raises(ValueError, match="whole number of samples"):
-        be.hla_quantize(g, 5, 8, "paper", 8, "stochastic", "per_tensor", 1)
+        be.hla_quantize(g, HLASpec(_paper(5), 8, 8, "stochastic", "per_tensor", 1))
     with pytest.raises(ValueError, match="rank"):
-        be.hla_quantize(g, 16, 17, "paper", 8, "stochastic", "per_tensor", 1)
+        be.hla_quantize(g, HLASpec(_paper(16), 17, 8, "stochastic", "per_tensor", 1))
     with pytest.raises(ValueError, match="needs a hash key"):
-        be.hla_quantize(g, 16, 8, "paper", 8, "stochastic", "per_tensor", None)
-    with pytest.raises(ValueError, match="hla_blocking"):
-        be.hla_quantize(g, 16, 8, "tiles", 8, "stochastic", "per_tensor", 1)
+        be.hla_quantize(g, HLASpec(_paper(16), 8, 8, "stochastic", "per_tensor", None))
+    with pytest.raises(ValueError, match="HLAWindows"):
+        be.hla_quantize(g, HLASpec(16, 8, 8, "stochastic", "per_tensor", 1))
     codes = torch.zeros(32, 64, dtype=torch.int8, device=CUDA)
     one = torch.ones((), device=CUDA)
     with pytest.raises(ValueError, match="do not agree"):
@@ -569,9 +614,13 @@ def test_low_level_ops_raise(kernel_backend) -> None:
     with pytest.raises(RuntimeError, match="cols_pad"):
         _C.codes_to_e4m3(a, 4)
     with pytest.raises(RuntimeError, match="aligned"):
-        _C.hla_quantize(torch.randn(257, device=CUDA)[1:].reshape(64, 4), 16, [0], 8, False, False, 0)
+        _C.hla_quantize(torch.randn(257, device=CUDA)[1:].reshape(64, 4), [16, 0, 1, 16, 16], [0], 8, False, False, 0)
+    with pytest.raises(RuntimeError, match=r"1 prefix \+ 4x4 grid is not T = 16"):
+        _C.hla_quantize(torch.randn(64, 4, device=CUDA), [16, 1, 4, 4, 4], [0], 8, False, False, 0)
+    with pytest.raises(RuntimeError, match="4x4, or 1x16 strips"):
+        _C.hla_quantize(torch.randn(64, 4, device=CUDA), [16, 0, 2, 8, 8], [0], 8, False, False, 0)
     g = torch.randn(32, 64, device=CUDA)
     with pytest.raises(RuntimeError, match="fp8 operands hold 4-bit codes only"):
         _C.hq_quantize_grad_output(g, 16, 8, True, 1, True)
     with pytest.raises(RuntimeError, match="fp8 operands hold 4-bit codes only"):
-        _C.quantize_grad_output(g, 16, 16, 8, True, 1, True, [0, 1], 8, False, True, 2)
+        _C.quantize_grad_output(g, [16, 0, 1, 16, 16], 16, 8, True, 1, True, [0, 1], 8, False, True, 2)

@@ -135,8 +135,8 @@ def _recording_abc_codes(model: nn.Module, keys: set[int]) -> Iterator[None]:
         method = layer.hot_method
         original = method.pack_input
 
-        def pack(x: torch.Tensor, tokens: int, layer_keys: Any, _original: Any = original) -> tuple:
-            packed = _original(x, tokens, layer_keys)
+        def pack(x: torch.Tensor, windows: Any, layer_keys: Any, _original: Any = original) -> tuple:
+            packed = _original(x, windows, layer_keys)
             keys.add(_storage_key(packed[0]))  # the codes; the scale stays fp32
             return packed
 

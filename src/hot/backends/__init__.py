@@ -12,6 +12,8 @@ from typing import Protocol
 
 import torch
 
+from ..hla import HLAWindows
+
 
 @dataclass(frozen=True)
 class HQSpec:
@@ -25,15 +27,15 @@ class HQSpec:
 
 @dataclass(frozen=True)
 class HLASpec:
-    """How g_y is quantised for g_w: Q(P g_y) along L, samples of ``tokens`` positions, rank of 16."""
+    """How a tensor is quantised for g_w: Q(P t) along L, in the blocks ``windows`` places, rank of 16.
+    ``key`` seeds stochastic rounding (None for round-to-nearest)."""
 
-    tokens: int
+    windows: HLAWindows
     rank: int
-    blocking: str
     bits: int
     rounding: str
     granularity: str
-    key: int | None
+    key: int | None = None
 
 
 class Backend(Protocol):
@@ -59,17 +61,7 @@ class Backend(Protocol):
     ) -> torch.Tensor:
         """g_x = (a_codes @ b_codes) · a_scale · b_scale / block, (L, I), computed in float32, in ``out_dtype``."""
 
-    def hla_quantize(
-        self,
-        t: torch.Tensor,
-        tokens: int,
-        rank: int,
-        blocking: str,
-        bits: int,
-        rounding_mode: str,
-        granularity: str,
-        key: int | None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def hla_quantize(self, t: torch.Tensor, spec: HLASpec) -> tuple[torch.Tensor, torch.Tensor]:
         """int8 codes and float32 scale of Q(P t) along L (:func:`hot.hla.hla_project`); scale () or (1, C)."""
 
     def hla_matmul(
@@ -88,7 +80,7 @@ def quantize_grad_output_separately(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``quantize_grad_output`` as the backend's two quantisers, one after the other."""
     a = backend.hq_quantize_grad_output(g_y, hq.block, hq.bits, hq.granularity, hq.key)
-    g = backend.hla_quantize(g_y, hla.tokens, hla.rank, hla.blocking, hla.bits, hla.rounding, hla.granularity, hla.key)
+    g = backend.hla_quantize(g_y, hla)
     return (*a, *g)
 
 

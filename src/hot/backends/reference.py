@@ -41,20 +41,10 @@ class ReferenceBackend:
     ) -> torch.Tensor:
         return ((a_codes.float() @ b_codes.float()) * a_scale * (b_scale / block)).to(out_dtype)
 
-    def hla_quantize(
-        self,
-        t: torch.Tensor,
-        tokens: int,
-        rank: int,
-        blocking: str,
-        bits: int,
-        rounding_mode: str,
-        granularity: str,
-        key: int | None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        p = hla_project(t.float(), tokens, rank, blocking)
-        scale = absmax_scale(p, bits, granularity)
-        return quantize(p, scale, bits, rounding_mode, key).to(torch.int8), scale
+    def hla_quantize(self, t: torch.Tensor, spec: HLASpec) -> tuple[torch.Tensor, torch.Tensor]:
+        p = hla_project(t.float(), spec.windows, spec.rank)
+        scale = absmax_scale(p, spec.bits, spec.granularity)
+        return quantize(p, scale, spec.bits, spec.rounding, spec.key).to(torch.int8), scale
 
     def hla_matmul(
         self, g_codes: torch.Tensor, g_scale: torch.Tensor, x_codes: torch.Tensor, x_scale: torch.Tensor, block: int

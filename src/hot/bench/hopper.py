@@ -43,7 +43,7 @@ from hot.backends import HLASpec, HQSpec
 from hot.bench.latency import environment, time_us
 from hot.config import HOTConfig
 from hot.hadamard import largest_block
-from hot.hla import hla_block, projected_rows
+from hot.hla import HLAWindows, TokenGrid, hla_windows, projected_rows
 from hot.lqs import write_json_atomic
 from hot.methods import HOTMethod, Keys, LayerState, create_method
 from hot.rounding import Stream
@@ -57,7 +57,8 @@ BANDWIDTH_TARGET = 0.8  # fraction of copy bandwidth for the memory-bound quanti
 STEP_SPEEDUP_TARGET = 1.15  # bf16_compile step time / HOT step time
 STEP_MEMORY_TARGET = 0.7  # HOT peak memory / bf16_compile peak memory
 EQUIVALENCE_TOLERANCE = 1e-3  # max |loss_fake - loss_real| / |loss_fake| over the steps
-TOKENS = 197  # ViT-B/16 at 224²: 196 patches + the class token
+VIT_B16_GRID = TokenGrid(prefix=1, height=14, width=14)  # ViT-B/16 at 224²: the class token + 14×14 patches
+TOKENS = VIT_B16_GRID.tokens
 NOT_ZERO = (
     "the codes are the same (same seed, layer and step give the same hash keys), but the fake backend's float32 "
     "GEMMs and the real backend's FP8/INT8 GEMMs with fused dequantisation sum and scale in another order, so "
@@ -367,6 +368,7 @@ def code_mismatches(
     tokens: int,
     seed: int = 0,
     backends: tuple[str, str] = ("fake", "real"),
+    grid: TokenGrid | None = None,
 ) -> dict[str, int]:
     """Codes of two backends on the same random g_y and x: elements that differ, per quantiser."""
     from hot.backends import get_backend
@@ -376,11 +378,12 @@ def code_mismatches(
     x = torch.randn(length, in_f, generator=gen).to(device)
     config = HOTConfig(abc=True, seed=seed)
     keys = Keys(seed, 0, 0)
-    hq, hla = _specs(config, out_f, tokens, keys)
+    windows = hla_windows(tokens, config.hla_blocking, grid)
+    hq, hla = _specs(config, out_f, windows, keys)
     codes = []
     for name in backends:
         a, _, g, _ = get_backend(name).quantize_grad_output(g_y, hq, hla)
-        p, _ = create_method(config.replace(backend=name)).pack_input(x, tokens, keys)
+        p, _ = create_method(config.replace(backend=name)).pack_input(x, windows, keys)
         codes.append([t.float().to(torch.int8).contiguous() for t in (a, g, p)])  # e4m3 codes hold integers
     names = ("hq_grad_output", "hla_grad_output", "hla_input")
     found = {n: int((f != r).sum().item()) for n, f, r in zip(names, *codes, strict=True)}
@@ -391,21 +394,13 @@ def code_mismatches(
 # --------------------------------------------------------------------------------------------- GPU measurements
 
 
-def _specs(config: HOTConfig, out_f: int, tokens: int, keys: Keys) -> tuple[HQSpec, HLASpec]:
+def _specs(config: HOTConfig, out_f: int, windows: HLAWindows, keys: Keys) -> tuple[HQSpec, HLASpec]:
     # The specs HOTMethod.backward_gemms builds for a layer without LQS (its g_x scale is config.gx_granularity).
     hq = HQSpec(
         largest_block(out_f, config.hq_block), config.gx_bits, config.gx_granularity, keys(Stream.GX_GRAD_OUTPUT)
     )
     gw = "per_channel" if config.gw_granularity == "per_channel" else "per_tensor"
-    hla = HLASpec(
-        tokens,
-        config.hla_rank,
-        config.hla_blocking,
-        config.gw_bits,
-        config.gy_rounding,
-        gw,
-        keys(Stream.GW_GRAD_OUTPUT),
-    )
+    hla = HLASpec(windows, config.hla_rank, config.gw_bits, config.gy_rounding, gw, keys(Stream.GW_GRAD_OUTPUT))
     return hq, hla
 
 
@@ -488,9 +483,10 @@ def measure_layer(
     w_bf16 = w.bfloat16()
     keys, state = Keys(seed, 0, 0), LayerState(index=0)
     config, backend = method.config, method.backend
-    hq, hla = _specs(config, out_f, TOKENS, keys)
-    rows = projected_rows(length, TOKENS, config.hla_rank, config.hla_blocking)
-    saved = method.pack_input(x, TOKENS, keys)  # the ABC codes: made in forward, read by backward
+    windows = hla_windows(TOKENS, config.hla_blocking, VIT_B16_GRID)
+    hq, hla = _specs(config, out_f, windows, keys)
+    rows = projected_rows(length, windows, config.hla_rank)
+    saved = method.pack_input(x, windows, keys)  # the ABC codes: made in forward, read by backward
     modes: dict[str, str] = {}
     us: dict[str, float] = {}
 
@@ -501,16 +497,16 @@ def measure_layer(
 
     grad_output = backend.quantize_grad_output(g_y, hq, hla)
     quantise_gy = timed("quantize_grad_output", lambda: backend.quantize_grad_output(g_y, hq, hla))
-    pack_us = timed("hot_forward_abc", lambda: method.pack_input(x, TOKENS, keys))
+    pack_us = timed("hot_forward_abc", lambda: method.pack_input(x, windows, keys))
     layer: dict[str, Any] = {}
     if "layers" in sections:
         a_codes, a_scale, g_codes, g_scale = grad_output
         b_codes, b_scale = backend.hq_quantize_weight(w, hq.block, config.gx_bits)
-        block_l = hla_block(TOKENS, config.hla_blocking)
+        block_l = windows.block
         timed("bf16", lambda: (g_y @ w_bf16, g_y.t() @ x))
         timed(
             "hot_backward",
-            lambda: method.backward_gemms(g_y, w, saved, TOKENS, state, keys, gx_dtype=torch.bfloat16),
+            lambda: method.backward_gemms(g_y, w, saved, windows, state, keys, gx_dtype=torch.bfloat16),
         )
         timed("hq_quantize_weight", lambda: backend.hq_quantize_weight(w, hq.block, config.gx_bits))
         timed(
@@ -714,7 +710,9 @@ def _equivalence(args: argparse.Namespace, payload: dict[str, Any], save: Callab
         result = equivalence("cuda", args.equiv_steps, args.equiv_batch, seed=args.seed)
         # Tells a code difference from an accumulation-order one: the fake backend on CUDA may round a code
         # differently (division by a scalar through its reciprocal). Shapes: vit_tiny_fmnist's fc1.
-        result["code_mismatches"] = code_mismatches("cuda", args.equiv_batch * 50, 128, 64, 50, args.seed)
+        result["code_mismatches"] = code_mismatches(
+            "cuda", args.equiv_batch * 50, 128, 64, 50, args.seed, grid=TokenGrid(prefix=1, height=7, width=7)
+        )
     except Exception as err:
         result = {"error": _error(err), "passed": False}
     payload["equivalence"] = result

@@ -28,8 +28,10 @@ from typing import Any
 
 import torch
 
+from hot.backends import HLASpec
 from hot.config import HOTConfig
 from hot.hadamard import largest_block
+from hot.hla import hla_windows
 from hot.methods import LayerState, LBPWHTMethod
 from hot.paper import paper_values
 from hot.rounding import Stream, hash_key
@@ -107,6 +109,7 @@ def _hot(backend: Any, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, toke
     c = HOTConfig()
     block = largest_block(w.shape[0], c.hq_block)
     kx, kw = hash_key(0, 0, 0, Stream.GX_GRAD_OUTPUT), hash_key(0, 0, 0, Stream.GW_GRAD_OUTPUT)
+    windows = hla_windows(tokens, "paper")  # the figure's rows give T, not a grid: 1×16 strips
 
     def quant_gy() -> tuple:
         return backend.hq_quantize_grad_output(g_y, block, c.gx_bits, c.gx_granularity, kx)
@@ -115,10 +118,10 @@ def _hot(backend: Any, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, toke
         return backend.hq_quantize_weight(w, block, c.gx_bits)
 
     def hla_gy() -> tuple:
-        return backend.hla_quantize(g_y, tokens, c.hla_rank, "paper", c.gw_bits, "stochastic", "per_tensor", kw)
+        return backend.hla_quantize(g_y, HLASpec(windows, c.hla_rank, c.gw_bits, "stochastic", "per_tensor", kw))
 
     def hla_x() -> tuple:
-        return backend.hla_quantize(x, tokens, c.hla_rank, "paper", c.gw_bits, "nearest", "per_tensor", None)
+        return backend.hla_quantize(x, HLASpec(windows, c.hla_rank, c.gw_bits, "nearest", "per_tensor"))
 
     a, b, gq, xq = quant_gy(), quant_w(), hla_gy(), hla_x()
 
@@ -156,10 +159,11 @@ def measure_layer(row: dict[str, Any], scale: int, backend: Any, args: argparse.
     try:
         torch.backends.cuda.matmul.allow_tf32 = False
         record("fp32", _cublas(g_y, w, x))
-        lbp = LBPWHTMethod(HOTConfig(method="lbp_wht"))
-        state = LayerState(index=0)
+        lbp = LBPWHTMethod(HOTConfig(method="lbp_wht", hla_blocking="paper"))
+        state, windows = LayerState(index=0), hla_windows(tokens, "paper")
         record(
-            "lbp_wht", lambda: (lbp.grad_input(g_y, w, tokens, state, None), lbp.grad_weight(g_y, (x,), tokens, None))
+            "lbp_wht",
+            lambda: (lbp.grad_input(g_y, w, windows, state, None), lbp.grad_weight(g_y, (x,), windows, None)),
         )
         torch.backends.cuda.matmul.allow_tf32 = True
         record("tf32", _cublas(g_y, w, x))

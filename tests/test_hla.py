@@ -69,7 +69,9 @@ def explicit_spatial(t: torch.Tensor, prefix: int, height: int, width: int, rank
     return torch.cat([torch.cat(rows), 4 * x[:, :prefix].reshape(-1, channels)])
 
 
-@pytest.mark.parametrize(("prefix", "height", "width", "rank"), [(1, 7, 7, 8), (0, 8, 8, 4), (2, 5, 9, 16), (1, 14, 14, 1)])
+@pytest.mark.parametrize(
+    ("prefix", "height", "width", "rank"), [(1, 7, 7, 8), (0, 8, 8, 4), (2, 5, 9, 16), (1, 14, 14, 1)]
+)
 def test_spatial_projection_is_kron_basis_over_4x4_windows(prefix, height, width, rank):
     t = torch.randn(3 * (prefix + height * width), 6, dtype=torch.float64)
     windows = spatial(prefix, height, width)

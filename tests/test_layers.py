@@ -180,7 +180,9 @@ def test_conv1x1_equals_linear_over_pixels():
     with pytest.warns(UserWarning, match="no token grid is known"):
         _, gw_seq, _ = hot_grads(lin, cfg, x_tok.reshape(2, 64, 32), g_tok.reshape(2, 64, 48))
     assert not torch.allclose(gw_seq, gw_l)
-    _, gw_paper, _ = hot_grads(lin, cfg.replace(hla_blocking="paper"), x_tok.reshape(2, 64, 32), g_tok.reshape(2, 64, 48))
+    _, gw_paper, _ = hot_grads(
+        lin, cfg.replace(hla_blocking="paper"), x_tok.reshape(2, 64, 32), g_tok.reshape(2, 64, 48)
+    )
     torch.testing.assert_close(gw_paper, gw_seq)
 
 

@@ -1,6 +1,7 @@
 // Transform + quantise kernels of HOT. Every float operation is an explicit IEEE round-to-nearest
 // intrinsic in the same order as the PyTorch reference (src/hot/), so the codes are bit-identical.
 #include "hot_kernels.h"
+#include "hla_windows.cuh"
 #include "quant_scalar.cuh"
 
 #include <cuda_bf16.h>
@@ -326,7 +327,7 @@ void launch_weight(const T* w, int64_t out_rows, int64_t in_cols, int qmax, bool
 
 // --- g_w path: HLA projection + quantise along tokens ---------------------------------------------
 
-constexpr int kHla = 16;
+constexpr int kHla = kHlaSlots;
 constexpr int kHlaThreads = 128;
 constexpr int kTileBlocks = 8;   // sample-blocks (8 x 16 tokens) per CTA tile
 constexpr int kTileGroups = 16;  // channel groups of Vec channels per CTA tile
@@ -335,54 +336,6 @@ struct HlaRows {
   int row[kHla];
   unsigned mask;  // bit m set when basis row m is kept
 };
-
-// A sample's T rows (hot.hla.HLAWindows): `prefix` rows, then a height x width raster grid cut into windows of
-// (16 >> win_shift) x (1 << win_shift) slots, zero-padded. The tile's units are first every sample's windows
-// (sample-major; unit u writes projected rows u*rank ..), then every sample's prefix rows (one row each, after
-// all window rows): the same row order as hla_project.
-struct HlaShape {
-  int64_t channels, tokens;
-  int64_t prefix, height, width;
-  int win_shift;          // log2 of the window's width (4: 4x4 windows; 4 = 1x16 strips too, with win_h 1)
-  int64_t win_h, win_w;   // window rows and columns
-  int64_t win_cols;       // windows along a grid row
-  int64_t windows;        // windows per sample
-  int64_t window_units;   // samples * windows
-  int64_t sblocks;        // units: window_units + samples * prefix
-  int64_t window_rows;    // window_units * rank: the first prefix row
-  int64_t proj_rows;      // window_rows + samples * prefix
-  int rank;
-  int64_t tiles_c;  // channel tiles per row of tiles
-};
-
-// Where unit sb reads: the row of t at its slot (0, 0), and how many of its slot rows and columns lie inside
-// the sample (a prefix unit: slot 0 only).
-struct HlaUnit {
-  int64_t first;
-  int rows_in, cols_in;
-  bool prefix;
-};
-
-__device__ __forceinline__ HlaUnit hla_unit_at(const HlaShape& sh, int64_t sb) {
-  if (sb < sh.window_units) {
-    const int64_t sample = sb / sh.windows, w = sb - sample * sh.windows;
-    const int64_t wr = w / sh.win_cols, r0 = wr * sh.win_h, c0 = (w - wr * sh.win_cols) * sh.win_w;
-    const int64_t rows = sh.height - r0 < sh.win_h ? sh.height - r0 : sh.win_h;
-    const int64_t cols = sh.width - c0 < sh.win_w ? sh.width - c0 : sh.win_w;
-    return HlaUnit{sample * sh.tokens + sh.prefix + r0 * sh.width + c0, static_cast<int>(rows),
-                   static_cast<int>(cols), false};
-  }
-  const int64_t p = sb - sh.window_units, sample = p / sh.prefix;
-  return HlaUnit{sample * sh.tokens + (p - sample * sh.prefix), 1, 1, true};
-}
-
-// Slot k of unit u (row k >> win_shift, column k & (win_w - 1) of its window): whether it is inside the sample,
-// and the row of t it reads.
-__device__ __forceinline__ bool hla_slot(const HlaShape& sh, const HlaUnit& u, int k, int64_t& token) {
-  const int i = k >> sh.win_shift, j = k & ((1 << sh.win_shift) - 1);
-  token = u.first + i * sh.width + j;
-  return i < u.rows_in && j < u.cols_in;
-}
 
 // The 16 slots of unit sb for channels c..c+Vec, zero where padded: 16 row loads of Vec contiguous elements
 // (coalesced along the channel axis across the tile's threads).
@@ -529,9 +482,8 @@ __device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh,
     if (per_channel && sb == 0) scale[c] = s;
     const float* src = tile + lb * HlaTile<Vec>::kStride + lc;
     // A window unit writes its rank rows, a prefix unit one (all its kept rows hold the same value).
-    const bool window = sb < sh.window_units;
-    const int count = window ? sh.rank : 1;
-    const int64_t row0 = window ? sb * sh.rank : sh.window_rows + (sb - sh.window_units);
+    int64_t row0;
+    const int count = hla_unit_rows(sh, sb, row0);
     // u is drawn at the element's row-major index in the projected (proj_rows x C) tensor.
     const uint64_t index = static_cast<uint64_t>(row0 * sh.channels + c);
     uint32_t w[4] = {0u, 0u, 0u, 0u};
@@ -753,26 +705,6 @@ HlaRows hla_rows(const int* rows, int rank) {
   return kept;
 }
 
-HlaShape hla_shape(int64_t length, int64_t channels, const HlaWindows& w, int rank) {
-  HlaShape sh{};
-  const int64_t samples = length / w.tokens;
-  sh.channels = channels;
-  sh.tokens = w.tokens;
-  sh.prefix = w.prefix;
-  sh.height = w.height;
-  sh.width = w.width;
-  sh.win_w = w.window_w;
-  sh.win_h = kHla / w.window_w;
-  sh.win_shift = w.window_w == 4 ? 2 : 4;
-  sh.win_cols = (w.width + sh.win_w - 1) / sh.win_w;
-  sh.windows = (w.height + sh.win_h - 1) / sh.win_h * sh.win_cols;
-  sh.window_units = samples * sh.windows;
-  sh.sblocks = sh.window_units + samples * w.prefix;
-  sh.window_rows = sh.window_units * rank;
-  sh.proj_rows = sh.window_rows + samples * w.prefix;
-  sh.rank = rank;
-  return sh;
-}
 
 // --- dequantisation and format conversions ---------------------------------------------------------
 

@@ -7,6 +7,11 @@
 //   e4m3       n u64 (even), n codes f32                -> n u8    e4m3_of_code, then n u8 from e4m3x2_of_codes
 //   sawb       qmax i32, sawb4 i32, numel f64, n u64, n (sum b², sum |b|, max |b|) f64 triples
 //                                                       -> 1 f32   sawb_scale_from_partials
+//   windows    tokens, prefix, height, width, window_w, samples, rank i64
+//                                                       -> units, proj_rows i64, then per unit: first projected
+//                                                          row, row count, 16 slot rows (-1: padding) i64
+//                                                          (hla_shape, hla_unit_at, hla_slot, hla_unit_rows)
+#include "hla_windows.cuh"
 #include "quant_scalar.cuh"
 
 #include <cstdint>
@@ -46,7 +51,7 @@ void write_many(const std::vector<T>& values) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: quant_scalar_host uniform|stochastic|nearest|scale|e4m3|sawb < input\n");
+    std::fprintf(stderr, "usage: quant_scalar_host uniform|stochastic|nearest|scale|e4m3|sawb|windows < input\n");
     return 2;
   }
   const char* op = argv[1];
@@ -100,6 +105,23 @@ int main(int argc, char** argv) {
     const std::vector<float> scale{
         hot::sawb_scale_from_partials(partials.data(), static_cast<int>(count), numel, sawb4, qmax)};
     write_many(scale);
+  } else if (!std::strcmp(op, "windows")) {
+    const auto in = read_many<int64_t>(7);
+    const hot::HlaWindows w{in[0], in[1], in[2], in[3], static_cast<int>(in[4])};
+    const hot::HlaShape sh = hot::hla_shape(in[5] * w.tokens, 1, w, static_cast<int>(in[6]));
+    std::vector<int64_t> out{sh.sblocks, sh.proj_rows};
+    for (int64_t sb = 0; sb < sh.sblocks; ++sb) {
+      int64_t row0;
+      const int count = hot::hla_unit_rows(sh, sb, row0);
+      out.push_back(row0);
+      out.push_back(count);
+      const hot::HlaUnit u = hot::hla_unit_at(sh, sb);
+      for (int k = 0; k < hot::kHlaSlots; ++k) {
+        int64_t token;
+        out.push_back(hot::hla_slot(sh, u, k, token) ? token : -1);
+      }
+    }
+    write_many(out);
   } else {
     std::fprintf(stderr, "quant_scalar_host: unknown op %s\n", op);
     return 2;

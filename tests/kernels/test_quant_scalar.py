@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from hot.hla import HLAWindows, TokenGrid, hla_windows, lp_l1_rows, projected_rows
 from hot.quant import absmax_scale, qmax, quantize, sawb_scale
 from hot.rounding import uniform
 
@@ -133,3 +134,43 @@ def test_sawb_scale_from_partials_matches_sawb_scale(host, bits: int, case: str)
     got = torch.from_numpy(np.frombuffer(out, dtype=np.float32).copy()).reshape(())
     want = sawb_scale(t, bits)
     assert torch.equal(got, want), (got.item(), want.item())
+
+
+def _reference_units(windows: HLAWindows, samples: int, rank: int) -> list[tuple[int, int, list[int]]]:
+    """(first projected row, rows, the 16 rows of the tensor read) of every unit, in hla_project's row order."""
+    kept = len(lp_l1_rows(rank))
+    units = []
+    for s in range(samples):
+        for w, slots in enumerate(windows.index_map.tolist()):
+            rows = [-1 if t < 0 else s * windows.tokens + t for t in slots]
+            units.append(((s * windows.windows + w) * kept, kept, rows))
+    first_prefix = samples * windows.windows * kept
+    for s in range(samples):
+        for p in range(windows.prefix):
+            units.append((first_prefix + s * windows.prefix + p, 1, [s * windows.tokens + p] + [-1] * 15))
+    return units
+
+
+@pytest.mark.parametrize(
+    ("prefix", "height", "width", "spatial", "rank"),
+    [
+        (1, 14, 14, True, 8),
+        (0, 7, 7, True, 5),
+        (2, 5, 9, True, 16),
+        (3, 1, 1, True, 1),
+        (0, 1, 197, False, 8),
+        (0, 1, 16, False, 3),
+        (0, 9, 4, True, 8),
+    ],
+)
+def test_window_index_map_is_the_reference(host, prefix, height, width, spatial, rank) -> None:
+    """The kernels' units read the rows HLAWindows.index_map names and write hla_project's rows."""
+    grid = TokenGrid(prefix, height, width)
+    windows = hla_windows(grid.tokens, "spatial" if spatial else "paper", grid)
+    samples = 3
+    fields = (windows.tokens, windows.prefix, windows.height, windows.width, windows.window_w, samples, rank)
+    out = np.frombuffer(host("windows", struct.pack("<7q", *fields)), dtype=np.int64)
+    units, proj_rows = int(out[0]), int(out[1])
+    assert proj_rows == projected_rows(samples * windows.tokens, windows, rank)
+    got = [(int(u[0]), int(u[1]), u[2:].tolist()) for u in out[2:].reshape(units, 18)]
+    assert got == _reference_units(windows, samples, rank)

@@ -1,0 +1,96 @@
+// Where HLA's 16-slot units read a tensor of samples (hot.hla.HLAWindows), and which projected rows they write.
+// Index arithmetic only, host and device: tests/kernels/test_quant_scalar.py compiles it for the CPU and checks
+// every unit's rows and slots against the PyTorch reference's index map and row order.
+#pragma once
+
+#include "hot_kernels.h"
+#include "quant_scalar.cuh"
+
+#include <cstdint>
+
+namespace hot {
+
+constexpr int kHlaSlots = 16;
+
+// A sample's T rows: `prefix` rows, then a height x width raster grid cut into windows of win_h x win_w slots
+// (win_w = 1 << win_shift), zero-padded. The units are first every sample's windows (sample-major; unit u writes
+// projected rows u*rank ..), then every sample's prefix rows (one row each, after all window rows): the row
+// order of hla_project.
+struct HlaShape {
+  int64_t channels, tokens;
+  int64_t prefix, height, width;
+  int win_shift;          // log2 of the window's width
+  int64_t win_h, win_w;   // window rows and columns
+  int64_t win_cols;       // windows along a grid row
+  int64_t windows;        // windows per sample
+  int64_t window_units;   // samples * windows
+  int64_t sblocks;        // units: window_units + samples * prefix
+  int64_t window_rows;    // window_units * rank: the first prefix row
+  int64_t proj_rows;      // window_rows + samples * prefix
+  int rank;
+  int64_t tiles_c;  // channel tiles per row of tiles (set by the launcher)
+};
+
+// window_w is 4 (4x4 windows) or 16 (1x16 strips of a 1-row grid); the bindings check it.
+inline HlaShape hla_shape(int64_t length, int64_t channels, const HlaWindows& w, int rank) {
+  HlaShape sh{};
+  const int64_t samples = length / w.tokens;
+  sh.channels = channels;
+  sh.tokens = w.tokens;
+  sh.prefix = w.prefix;
+  sh.height = w.height;
+  sh.width = w.width;
+  sh.win_w = w.window_w;
+  sh.win_h = kHlaSlots / w.window_w;
+  sh.win_shift = w.window_w == 4 ? 2 : 4;
+  sh.win_cols = (w.width + sh.win_w - 1) / sh.win_w;
+  sh.windows = (w.height + sh.win_h - 1) / sh.win_h * sh.win_cols;
+  sh.window_units = samples * sh.windows;
+  sh.sblocks = sh.window_units + samples * w.prefix;
+  sh.window_rows = sh.window_units * rank;
+  sh.proj_rows = sh.window_rows + samples * w.prefix;
+  sh.rank = rank;
+  return sh;
+}
+
+// Where unit sb reads: the row of the tensor at its slot (0, 0), and how many of its slot rows and columns lie
+// inside the sample (a prefix unit: slot 0 only).
+struct HlaUnit {
+  int64_t first;
+  int rows_in, cols_in;
+  bool prefix;
+};
+
+HOT_HD HlaUnit hla_unit_at(const HlaShape& sh, int64_t sb) {
+  if (sb < sh.window_units) {
+    const int64_t sample = sb / sh.windows, w = sb - sample * sh.windows;
+    const int64_t wr = w / sh.win_cols, r0 = wr * sh.win_h, c0 = (w - wr * sh.win_cols) * sh.win_w;
+    const int64_t rows = sh.height - r0 < sh.win_h ? sh.height - r0 : sh.win_h;
+    const int64_t cols = sh.width - c0 < sh.win_w ? sh.width - c0 : sh.win_w;
+    return HlaUnit{sample * sh.tokens + sh.prefix + r0 * sh.width + c0, static_cast<int>(rows),
+                   static_cast<int>(cols), false};
+  }
+  const int64_t p = sb - sh.window_units, sample = p / sh.prefix;
+  return HlaUnit{sample * sh.tokens + (p - sample * sh.prefix), 1, 1, true};
+}
+
+// Slot k of unit u (row k >> win_shift, column k & (win_w - 1) of its window): whether it is inside the sample,
+// and the row of the tensor it reads.
+HOT_HD bool hla_slot(const HlaShape& sh, const HlaUnit& u, int k, int64_t& token) {
+  const int i = k >> sh.win_shift, j = k & ((1 << sh.win_shift) - 1);
+  token = u.first + i * sh.width + j;
+  return i < u.rows_in && j < u.cols_in;
+}
+
+// The projected rows unit sb writes: its first (through row0) and how many (rank for a window, 1 for a prefix
+// token, whose kept rows all hold the same value).
+HOT_HD int hla_unit_rows(const HlaShape& sh, int64_t sb, int64_t& row0) {
+  if (sb < sh.window_units) {
+    row0 = sb * sh.rank;
+    return sh.rank;
+  }
+  row0 = sh.window_rows + (sb - sh.window_units);
+  return 1;
+}
+
+}  // namespace hot

@@ -32,7 +32,8 @@ def block_hadamard(x: torch.Tensor, n: int, dim: int = -1) -> torch.Tensor:
 
     The butterfly runs stages h = 1, 2, 4, ..., n/2, each replacing pairs (a, b) at distance h by
     (a + b, a - b). That fixed order of float additions is part of the definition: the CUDA kernels
-    use the same order and so produce bit-identical results.
+    use the same order and so produce bit-identical results. Each stage writes straight into the halves
+    of the next buffer (``out=``), so it is not differentiable: gradient estimators call it inside backward.
     """
     if not is_power_of_two(n):
         raise ValueError(f"Hadamard block size must be a power of two, got n={n}")
@@ -43,11 +44,17 @@ def block_hadamard(x: torch.Tensor, n: int, dim: int = -1) -> torch.Tensor:
         return x
     moved = x.movedim(dim, -1)
     lead = moved.shape[:-1]
-    y = moved.reshape(-1, size // n, n)
-    h = 1
+    src = moved.reshape(-1, size // n, n)
+    buffers = (
+        torch.empty(src.shape, dtype=x.dtype, device=x.device),
+        torch.empty(src.shape, dtype=x.dtype, device=x.device),
+    )
+    h, stage = 1, 0
     while h < n:
-        y = y.reshape(-1, size // n, n // (2 * h), 2, h)
-        a, b = y[..., 0, :], y[..., 1, :]
-        y = torch.stack([a + b, a - b], dim=-2)
-        h *= 2
-    return y.reshape(*lead, size).movedim(-1, dim)
+        pairs = src.reshape(-1, size // n, n // (2 * h), 2, h)
+        dst = buffers[stage % 2]
+        halves = dst.view(-1, size // n, n // (2 * h), 2, h)
+        torch.add(pairs[..., 0, :], pairs[..., 1, :], out=halves[..., 0, :])
+        torch.sub(pairs[..., 0, :], pairs[..., 1, :], out=halves[..., 1, :])
+        src, h, stage = dst, 2 * h, stage + 1
+    return src.reshape(*lead, size).movedim(-1, dim)

@@ -110,6 +110,7 @@ class HLAWindows:
         return pos.permute(0, 2, 1, 3).reshape(rows * cols, self.block)
 
 
+@functools.cache
 def hla_windows(tokens: int, blocking: str, grid: TokenGrid | None = None) -> HLAWindows:
     """The blocks of a sample of ``tokens`` positions under ``blocking``.
 

@@ -10,7 +10,16 @@ import pytest
 
 from hot.paper import paper_values
 from hot.tables import cli
-from hot.tables.common import FAIL, PASS, SKIP
+from hot.tables.common import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    SKIP,
+    RunResult,
+    accuracy_below,
+    accuracy_within,
+    run_result,
+)
 from hot.tables.table5 import evaluate
 
 from .helpers import TABLES, check_csv, check_latex, check_markdown
@@ -43,6 +52,25 @@ def _metrics(path: Path, top1: float | None, model: str = "vit_tiny_fmnist", epo
         )
     )
     return str(path)
+
+
+def _cell(
+    tmp_path: Path, cell: str, top1: float | None, seeds: int = 2, step: float = 0.2, model: str = "vit_tiny_fmnist"
+) -> dict[str, str]:
+    """One cell's seeds, role to metrics file: final top-1 values ``step`` apart around ``top1`` (None: NaN)."""
+    return {
+        f"{cell}@s{s}": _metrics(
+            tmp_path / cell.replace("/", "_") / f"s{s}" / "metrics.json",
+            None if top1 is None else top1 + step * (s - (seeds - 1) / 2),
+            model,
+        )
+        for s in range(seeds)
+    }
+
+
+def _result(tmp_path: Path, cell: str, *values: float | None) -> RunResult:
+    """One cell read back from metrics files with these per-seed final top-1 values."""
+    return run_result([Path(_metrics(tmp_path / cell / f"s{i}" / "metrics.json", v)) for i, v in enumerate(values)])
 
 
 def _memory(path: Path, scale: float = 1.0) -> str:
@@ -86,11 +114,65 @@ def _statuses(data: dict) -> dict[str, str]:
     return {c["name"]: c["status"] for c in data["checks"]}
 
 
+def test_run_result_keeps_the_seeds(tmp_path: Path) -> None:
+    result = _result(tmp_path, "hot", 82.7, 83.0, 83.3)
+    assert result.values == [82.7, 83.0, 83.3] and result.seeds == 3
+    assert result.top1 == pytest.approx(83.0) and result.std == pytest.approx(0.3)
+    assert _result(tmp_path, "one", 83.0).std is None
+
+
+# FP 90.00 ± 0.30 over 3 seeds against ours ± 0.30 over 3 seeds: u = 2·sqrt(2·0.09/3) = 0.49 pp.
+@pytest.mark.parametrize(
+    ("ours", "expected"),
+    [
+        (89.6, PASS),  # d = 0.4: d + u = 0.89 ≤ 1
+        (89.0, INCONCLUSIVE),  # d = 1.0: 0.51 ≤ 1 < 1.49
+        (88.0, FAIL),  # d = 2.0: d − u = 1.51 > 1
+    ],
+)
+def test_accuracy_within_margin(tmp_path: Path, ours: float, expected: str) -> None:
+    fp = _result(tmp_path, "fp", 89.7, 90.0, 90.3)
+    check = accuracy_within("c", _result(tmp_path, "hot", ours - 0.3, ours, ours + 0.3), fp, 1.0, "HOT", "FP")
+    assert check.status == expected, check.detail
+    assert check.detail.startswith(f"HOT {ours:.2f} ± 0.30 (3 seeds) vs FP 90.00 ± 0.30 (3 seeds): ")
+    assert check.detail.endswith(" ± 0.49 (2 SE); margin 1 pp")
+
+
+@pytest.mark.parametrize(
+    ("ours", "expected"),
+    [
+        (87.0, PASS),  # d = 3.0: d − u = 2.51 ≥ 2
+        (88.0, INCONCLUSIVE),  # d = 2.0: 1.51 < 2 ≤ 2.49
+        (89.0, FAIL),  # d = 1.0: d + u = 1.49 < 2
+    ],
+)
+def test_accuracy_below_gap(tmp_path: Path, ours: float, expected: str) -> None:
+    fp = _result(tmp_path, "fp", 89.7, 90.0, 90.3)
+    check = accuracy_below("c", _result(tmp_path, "lora", ours - 0.3, ours, ours + 0.3), fp, 2.0, "LoRA", "FP")
+    assert check.status == expected, check.detail
+    assert check.detail.endswith(" ± 0.49 (2 SE); required gap 2 pp")
+
+
+def test_one_seed_is_inconclusive_and_a_missing_value_fails(tmp_path: Path) -> None:
+    fp3 = _result(tmp_path, "fp3", 89.7, 90.0, 90.3)
+    fp1 = _result(tmp_path, "fp1", 90.0)
+    far = _result(tmp_path, "far", 49.7, 50.0, 50.3)
+    for claim in (accuracy_within, accuracy_below):
+        check = claim("c", far, fp1, 1.0, "HOT", "FP")  # 40 pp apart, yet one seed gives no spread
+        assert check.status == INCONCLUSIVE and check.detail.endswith("spread unknown: 1 seed"), check.detail
+        assert "FP 90.00 (1 seed)" in check.detail
+        missing = claim("c", run_result([tmp_path / "absent.json"]), fp3, 1.0, "HOT", "FP")
+        assert missing.status == FAIL and missing.detail.startswith("no value: HOT not run vs FP 90.00")
+    diverged = _result(tmp_path, "nan", None, None)  # training failed: below any accuracy
+    assert accuracy_within("c", fp3, diverged, 1.0, "HOT", "LBP-WHT").status == PASS
+    assert accuracy_below("c", diverged, fp3, 20.0, "LoRA", "FP").status == PASS
+    assert accuracy_within("c", diverged, fp3, 1.0, "HOT", "FP").status == FAIL
+
+
 def test_table1_shows_a_failed_check_and_the_missing_gpu(tmp_path: Path) -> None:
-    runs = {
-        f"{m}@s0": _metrics(tmp_path / m / "metrics.json", acc)
-        for m, acc in (("fp", 90.0), ("hot", 89.5), ("hot_abc", 80.0), ("hot_abc_lqs", 89.9))
-    }
+    runs = {}
+    for m, acc, seeds in (("fp", 90.0, 3), ("hot", 89.5, 3), ("hot_abc", 80.0, 3), ("hot_abc_lqs", 89.9, 1)):
+        runs.update(_cell(tmp_path, m, acc, seeds=seeds))
     latency = tmp_path / "latency.json"
     latency.write_text(json.dumps({"status": "not measured: no GPU"}))
     data = _build(
@@ -102,14 +184,19 @@ def test_table1_shows_a_failed_check_and_the_missing_gpu(tmp_path: Path) -> None
     status = _statuses(data)
     assert status["HOT accuracy within 1 pp of FP"] == PASS
     assert status["HOT + ABC accuracy within 1 pp of FP"] == FAIL
+    assert status["HOT + ABC + LQS accuracy within 1 pp of FP"] == INCONCLUSIVE  # one seed: spread unknown
     assert status["HOT + ABC backward faster than FP"] == SKIP
     md = (tmp_path / "tables" / "table1.md").read_text()
-    assert "✗ FAIL" in md and "not measured: no GPU" in md
+    assert "✗ FAIL" in md and "? inconclusive" in md and "not measured: no GPU" in md
+    assert "HOT 89.50 ± 0.20 (3 seeds) vs FP 90.00 ± 0.20 (3 seeds): 0.50 pp below ± 0.33 (2 SE); margin 1 pp" in md
+    assert (
+        "Verdict: FAIL: memory of HOT + ABC (accounting); HOT + ABC accuracy within 1 pp of FP — 1 inconclusive" in md
+    )
     assert "93.20 / 89.50" in md  # the paper's value beside ours
     assert "fashion_mnist[5–9] · vit_tiny_fmnist · 2 ep × ≤30 batches · cpu" in md
     csv_rows = check_csv((tmp_path / "tables" / "table1.csv").read_text())
     assert csv_rows[1]["accuracy_paper"] == "93.20" and csv_rows[1]["accuracy_ours"] == "89.50"
-    assert csv_rows[0]["checks"].startswith("FAIL")
+    assert csv_rows[0]["checks"].startswith("FAIL") and csv_rows[0]["checks"].endswith("1 inconclusive")
 
 
 def test_table2_gbops_and_rank_claim(tmp_path: Path) -> None:
@@ -123,38 +210,58 @@ def test_table2_gbops_and_rank_claim(tmp_path: Path) -> None:
             }
         )
     )
-    accs = {16: 80.0, 8: 79.8, 4: 78.0, 2: 75.0, 1: 60.0}
-    runs = {
-        f"r{r}@s{s}": _metrics(tmp_path / f"r{r}s{s}" / "metrics.json", a + s) for r, a in accs.items() for s in (0, 1)
-    }
+    runs = {}
+    for r, a in {16: 80.0, 8: 79.8, 4: 78.0, 2: 75.0, 1: 60.0}.items():
+        runs.update(_cell(tmp_path, f"r{r}", a))
     data = _build(tmp_path, "table2", {**runs, "gbops": str(gbops)})
     status = _statuses(data)
     assert all(v == PASS for k, v in status.items()), status
-    assert data["rows"][0]["accuracy"] == [76.35, 80.5]  # mean of two seeds
+    assert {
+        "r=8 within 1 pp of r=16",
+        "accuracy does not rise from r=8 to r=4 (noise 0.5 pp)",
+        "accuracy does not rise from r=2 to r=1 (noise 0.5 pp)",
+        "accuracy falls sharply below r=4 (≥ 2 pp)",
+    } <= set(status)
+    assert data["rows"][0]["accuracy"] == [76.35, pytest.approx(80.0)]  # mean of two seeds
     assert "mean of 2 seeds" in " ".join(data["scale"])
 
 
 def test_table2_rank_claim_fails_when_accuracy_rises(tmp_path: Path) -> None:
-    accs = {16: 80.0, 8: 70.0, 4: 75.0, 2: 75.0, 1: 79.0}
-    runs = {f"r{r}@s0": _metrics(tmp_path / f"r{r}" / "metrics.json", a) for r, a in accs.items()}
+    runs = {}
+    for r, a in {16: 80.0, 8: 70.0, 4: 75.0, 2: 75.0, 1: 79.0}.items():
+        runs.update(_cell(tmp_path, f"r{r}", a))
     status = _statuses(_build(tmp_path, "table2", runs))  # no gbops input: those checks fail, not crash
-    assert status["accuracy falls as r falls below 8"] == FAIL
+    assert status["accuracy does not rise from r=8 to r=4 (noise 0.5 pp)"] == FAIL
+    assert status["accuracy does not rise from r=4 to r=2 (noise 0.5 pp)"] == PASS
+    assert status["accuracy does not rise from r=2 to r=1 (noise 0.5 pp)"] == FAIL
+    assert status["accuracy falls sharply below r=4 (≥ 2 pp)"] == FAIL
     assert status["r=8 within 1 pp of r=16"] == FAIL
     assert status["GBOPs at r=16"] == FAIL
 
 
+def test_table2_one_seed_and_no_rank_below_4(tmp_path: Path) -> None:
+    runs = {}
+    for r, a in {16: 80.0, 8: 70.0, 4: 60.0}.items():
+        runs.update(_cell(tmp_path, f"r{r}", a, seeds=1))
+    status = _statuses(_build(tmp_path, "table2", runs, {"rank_drop_pp": 5}))
+    assert status["r=8 within 1 pp of r=16"] == INCONCLUSIVE  # 10 pp apart, but one seed says nothing of the noise
+    assert status["accuracy does not rise from r=8 to r=4 (noise 0.5 pp)"] == INCONCLUSIVE
+    assert status["accuracy falls sharply below r=4 (≥ 5 pp)"] == SKIP
+
+
 def test_table3_lora_gap(tmp_path: Path) -> None:
-    accs = {"f0d0": 90.0, "f0d1": 60.0, "f1d0": 89.8, "f1d1": 85.0}
-    runs = {f"{k}@s0": _metrics(tmp_path / k / "metrics.json", a) for k, a in accs.items()}
+    runs = {}
+    for k, a in {"f0d0": 90.0, "f0d1": 60.0, "f1d0": 89.8, "f1d1": 69.9}.items():
+        runs.update(_cell(tmp_path, k, a))
     status = _statuses(_build(tmp_path, "table3", runs, {"lora_gap_pp": 20}))
-    assert list(status.values()) == [PASS, PASS, FAIL]
+    assert list(status.values()) == [PASS, PASS, INCONCLUSIVE]  # f1d1: 19.90 ± 0.28 pp below, the gap 20 inside
 
 
 def test_table4_maps_rows_and_shows_nan(tmp_path: Path) -> None:
     runs = {}
     for model, accs in (("resnet_tiny_fmnist", (90, 80, 88, 85, 89.5)), ("vit_tiny_fmnist", (85, None, 80, 70, 84.8))):
         for m, a in zip(("fp", "int4", "luq", "lbp_wht", "hot"), accs, strict=True):
-            runs[f"fmnist/{model}/{m}@s0"] = _metrics(tmp_path / model / m / "metrics.json", a, model)
+            runs.update(_cell(tmp_path, f"fmnist/{model}/{m}", a, model=model))
     data = _build(
         tmp_path,
         "table4",
@@ -162,11 +269,12 @@ def test_table4_maps_rows_and_shows_nan(tmp_path: Path) -> None:
         {"paper_rows": {"fmnist/resnet_tiny_fmnist": "cifar10/resnet18"}, "accuracy_margin_pp": 1.0},
     )
     rows = {r["row"]: r for r in data["rows"]}
-    assert rows["fmnist/resnet_tiny_fmnist"]["fp"] == [95.23, 90]
+    assert rows["fmnist/resnet_tiny_fmnist"]["fp"] == [95.23, pytest.approx(90)]
     assert rows["fmnist/vit_tiny_fmnist"]["paper_row"] == "—"  # no paper row of that name
-    assert rows["fmnist/vit_tiny_fmnist"]["fp"] == [None, 85]
+    assert rows["fmnist/vit_tiny_fmnist"]["fp"] == [None, pytest.approx(85)]
     assert "NaN" in (tmp_path / "tables" / "table4.md").read_text()
-    assert all(c["status"] == PASS for c in data["checks"])
+    assert all(c["status"] == PASS for c in data["checks"]), data["checks"]
+    assert "fmnist/vit_tiny_fmnist: HOT at least LBP-WHT (within 0.5 pp)" in _statuses(data)
     assert "rows are not reproduced" in data["notes"][0]
 
 
@@ -218,12 +326,14 @@ def test_memory_figure_tolerance(tmp_path: Path) -> None:
 
 
 def test_keep_ratio_claims(tmp_path: Path) -> None:
-    runs = {"fp@s0": _metrics(tmp_path / "fp" / "m.json", 90.0)}
+    runs = _cell(tmp_path, "fp", 90.0)
     for keep, hla, drop in ((0.5, 89.5, 80.0), (0.9, 89.9, 88.0)):
-        runs[f"hla_filter/{keep:g}@s0"] = _metrics(tmp_path / f"h{keep}" / "m.json", hla)
-        runs[f"grad_dropout/{keep:g}@s0"] = _metrics(tmp_path / f"d{keep}" / "m.json", drop)
+        runs.update(_cell(tmp_path, f"hla_filter/{keep:g}", hla))
+        runs.update(_cell(tmp_path, f"grad_dropout/{keep:g}", drop))
     data = _build(tmp_path, "keep_ratio_sweep", runs)
     assert [c["status"] for c in data["checks"]] == [PASS, PASS, SKIP]
+    data = _build(tmp_path, "keep_ratio_sweep", runs, {"dropout_gap_pp": 9.5})  # 9.50 ± 0.28 pp: the gap inside
+    assert [c["status"] for c in data["checks"]] == [PASS, INCONCLUSIVE, SKIP]
 
 
 def test_missing_runs_are_shown_not_raised(tmp_path: Path) -> None:
@@ -241,6 +351,9 @@ def test_summary_lists_every_check(tmp_path: Path) -> None:
             "checks": [
                 {"name": f"{table} ok", "status": PASS, "detail": ""},
                 {"name": f"{table} bad", "status": FAIL, "detail": "d"},
+                {"name": f"{table} noisy", "status": INCONCLUSIVE, "detail": "d"},
+                {"name": f"{table} elsewhere", "status": SKIP, "detail": "d"},
+                {"name": f"{table} noisier", "status": INCONCLUSIVE, "detail": "d"},
             ],
         }
         (tmp_path / f"{table}.json").write_text(json.dumps(data))
@@ -258,6 +371,10 @@ def test_summary_lists_every_check(tmp_path: Path) -> None:
     assert cli.run(parser.parse_args(argv)) == 0
     text = (tmp_path / "out" / "summary.md").read_text()
     check_markdown(text)
-    assert f"{len(TABLES)} checks pass, {len(TABLES)} fail" in text
+    n = len(TABLES)
+    assert f"{n} checks pass, {n} fail, {2 * n} inconclusive, {n} skipped" in text
+    assert "| [table1](table1.md) | x \\| y | 1 | 1 | 2 | 1 |" in text
     assert "kernels: not built: no GPU" in text
-    assert text.index("✗ FAIL: table1 bad") < text.index("✓ pass: table1 ok")
+    assert (
+        text.index("✗ FAIL: table1 bad") < text.index("? inconclusive: table1 noisy") < text.index("✓ pass: table1 ok")
+    )

@@ -19,6 +19,7 @@ from typing import Any
 Value = float | str | None  # a number, a reason there is none ("not measured: no GPU"), or None (not in the paper)
 
 PASS, FAIL, SKIP = "pass", "FAIL", "skipped"
+INCONCLUSIVE = "inconclusive"  # an accuracy difference inside the seed spread, or a spread unknown (one seed)
 REASON_PREFIXES = ("not ", "skipped", "failed", "error")  # a results file whose "status" starts so holds no numbers
 
 
@@ -33,7 +34,7 @@ class Column:
 @dataclass(frozen=True)
 class Check:
     name: str
-    status: str  # PASS, FAIL or SKIP
+    status: str  # PASS, FAIL, INCONCLUSIVE or SKIP
     detail: str
 
     def to_dict(self) -> dict[str, str]:
@@ -117,16 +118,23 @@ def read_json(path: Path | None) -> dict[str, Any] | str:
 
 @dataclass(frozen=True)
 class RunResult:
-    """One training cell: the mean over seeds of the final top-1, or why there is none."""
+    """One training cell: the final top-1 of each seed and their mean, or why there is none."""
 
-    top1: Value
-    seeds: int
+    top1: Value  # the mean over seeds, NaN if a seed diverged, or the reason there is no number
+    values: list[float]  # the final top-1 of each seed (empty when there is a reason instead)
     curves: list[list[tuple[int, float]]]
     scale: str
 
     @property
-    def ok(self) -> bool:
-        return is_number(self.top1)
+    def seeds(self) -> int:
+        return len(self.values)
+
+    @property
+    def std(self) -> float | None:
+        """Sample standard deviation of the final top-1 over seeds; None with fewer than 2 seeds or no number."""
+        if self.seeds < 2 or not is_number(self.top1):
+            return None
+        return statistics.stdev(self.values)
 
 
 def _scale_of(metrics: Mapping[str, Any]) -> str:
@@ -150,17 +158,22 @@ def _top1(metrics: Mapping[str, Any]) -> float:
     return float("nan") if value is None else float(value)
 
 
+def no_result(reason: str = "not run") -> RunResult:
+    """A cell with no number, and why."""
+    return RunResult(reason, [], [], "")
+
+
 def run_result(paths: list[Path]) -> RunResult:
     """Combine the seeds of one cell. Any seed without a result makes the cell show why."""
     if not paths:
-        return RunResult("not run", 0, [], "")
+        return no_result()
     tops: list[float] = []
     curves = []
     scale = ""
     for path in paths:
         metrics = read_json(path)
         if isinstance(metrics, str):
-            return RunResult(metrics, len(paths), [], "")
+            return no_result(metrics)
         tops.append(_top1(metrics))
         curve = []
         for i, epoch in enumerate(metrics.get("epochs") or []):
@@ -172,7 +185,7 @@ def run_result(paths: list[Path]) -> RunResult:
     top1 = float("nan") if any(math.isnan(t) for t in tops) else statistics.fmean(tops)
     if len(paths) > 1:
         scale += f" · mean of {len(paths)} seeds"
-    return RunResult(top1, len(paths), curves, scale)
+    return RunResult(top1, tops, curves, scale)
 
 
 def runs_by_cell(inputs: Mapping[str, Path]) -> dict[str, RunResult]:
@@ -183,6 +196,11 @@ def runs_by_cell(inputs: Mapping[str, Path]) -> dict[str, RunResult]:
         if sep:
             grouped[cell].append(path)
     return {cell: run_result(sorted(paths)) for cell, paths in grouped.items()}
+
+
+def result_of(runs: Mapping[str, RunResult], cell: str) -> RunResult:
+    """A cell of :func:`runs_by_cell`, or one that says it was not run."""
+    return runs[cell] if cell in runs else no_result()
 
 
 def scale_lines(results: Mapping[str, RunResult]) -> list[str]:
@@ -215,15 +233,64 @@ def within_rel(name: str, paper: float | None, ours: Value, tol: float, unit: st
     )
 
 
-def within_margin(name: str, ours: Value, reference: Value, margin_pp: float, ref_name: str) -> Check:
-    """Accuracy claims: ``ours`` at most ``margin_pp`` points below ``reference``."""
-    if not is_number(ours) or not is_number(reference):
-        return Check(name, FAIL, f"no value: {fmt(ours)} vs {ref_name} {fmt(reference)}")
-    gap = float(reference) - float(ours)
-    status = PASS if gap <= margin_pp else FAIL
-    return Check(
-        name, status, f"{fmt(ours)} vs {ref_name} {fmt(reference)}: {gap:+.2f} pp below (margin {margin_pp:g} pp)"
-    )
+def _described(label: str, result: RunResult) -> str:
+    """``HOT 83.02 ± 0.31 (3 seeds)``: the mean, its spread over seeds (when known) and the seed count."""
+    spread = f" ± {fmt(result.std)}" if result.std is not None else ""
+    return f"{label} {fmt(result.top1)}{spread} ({result.seeds} seed{'' if result.seeds == 1 else 's'})"
+
+
+def accuracy_difference(ours: RunResult, reference: RunResult) -> tuple[float, float | None]:
+    """d = mean(reference) − mean(ours) in points, and its uncertainty u = 2·sqrt(s_o²/n_o + s_r²/n_r) (two standard
+    errors of a difference of means; s: sample std over seeds, n: seeds); u is None when a side has fewer than 2 seeds.
+    """
+    d = float(reference.top1) - float(ours.top1)  # type: ignore[arg-type]
+    if ours.std is None or reference.std is None:
+        return d, None
+    return d, 2 * math.sqrt(ours.std**2 / ours.seeds + reference.std**2 / reference.seeds)
+
+
+def _diverged(result: RunResult) -> bool:
+    return isinstance(result.top1, float) and math.isnan(result.top1)
+
+
+def _accuracy_claim(
+    name: str, ours: RunResult, reference: RunResult, ours_name: str, ref_name: str, bound_pp: float, at_most: bool
+) -> Check:
+    """The one rule for claims on two accuracies: the claim on d holds (fails) if it holds (fails) for every value in
+    d ± u; otherwise, or with u unknown, the result is INCONCLUSIVE. A diverged run (NaN) lies below any accuracy;
+    a cell with no number (a reason) FAILs."""
+    claim = f"margin {bound_pp:g} pp" if at_most else f"required gap {bound_pp:g} pp"
+    sides = f"{_described(ours_name, ours)} vs {_described(ref_name, reference)}"
+    numbers = (is_number(ours.top1), is_number(reference.top1))
+    if (numbers == (True, False) and _diverged(reference)) or (numbers == (False, True) and _diverged(ours)):
+        holds = _diverged(ours) != at_most
+        return Check(name, PASS if holds else FAIL, f"{sides}: a diverged run lies below any accuracy; {claim}")
+    if not all(numbers):
+        return Check(name, FAIL, f"no value: {ours_name} {fmt(ours.top1)} vs {ref_name} {fmt(reference.top1)}")
+    d, u = accuracy_difference(ours, reference)
+    detail = f"{sides}: {abs(d):.2f} pp {'below' if d >= 0 else 'above'}"
+    if u is None:
+        return Check(name, INCONCLUSIVE, f"{detail}; {claim}; spread unknown: {min(ours.seeds, reference.seeds)} seed")
+    detail += f" ± {u:.2f} (2 SE); {claim}"
+    if at_most:
+        status = PASS if d + u <= bound_pp else FAIL if d - u > bound_pp else INCONCLUSIVE
+    else:
+        status = PASS if d - u >= bound_pp else FAIL if d + u < bound_pp else INCONCLUSIVE
+    return Check(name, status, detail)
+
+
+def accuracy_within(
+    name: str, ours: RunResult, reference: RunResult, margin_pp: float, ours_name: str, ref_name: str
+) -> Check:
+    """Claim: ``ours`` at most ``margin_pp`` points below ``reference``; PASS if d + u ≤ margin, FAIL if d − u > it."""
+    return _accuracy_claim(name, ours, reference, ours_name, ref_name, margin_pp, at_most=True)
+
+
+def accuracy_below(
+    name: str, ours: RunResult, reference: RunResult, gap_pp: float, ours_name: str, ref_name: str
+) -> Check:
+    """Claim: ``ours`` at least ``gap_pp`` points below ``reference``; PASS if d − u ≥ gap, FAIL if d + u < it."""
+    return _accuracy_claim(name, ours, reference, ours_name, ref_name, gap_pp, at_most=False)
 
 
 def option(options: Mapping[str, Any], key: str, default: Any) -> Any:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from .common import FAIL, PASS, Check, Table, fmt
+from .common import FAIL, INCONCLUSIVE, PASS, Check, Table, fmt
 
-STATUS_MARK = {PASS: "✓ pass", FAIL: "✗ FAIL"}
+STATUS_MARK = {PASS: "✓ pass", FAIL: "✗ FAIL", INCONCLUSIVE: "? inconclusive"}
 
 
 def _cell(table_col, value: object) -> str:
@@ -24,6 +24,16 @@ def _cell(table_col, value: object) -> str:
 
 def _status(check: Check) -> str:
     return STATUS_MARK.get(check.status, f"– {check.status}")
+
+
+def verdict(checks: Sequence[Check]) -> str:
+    """A table's verdict in one line: the failed checks by name, and how many are inconclusive."""
+    failed = [c.name for c in checks if c.status == FAIL]
+    inconclusive = sum(1 for c in checks if c.status == INCONCLUSIVE)
+    if not failed and not inconclusive:
+        return "all pass or skipped"
+    text = ("FAIL: " + "; ".join(failed)) if failed else "no check fails"
+    return f"{text} — {inconclusive} inconclusive" if inconclusive else text
 
 
 def _md_escape(text: str) -> str:
@@ -45,6 +55,7 @@ def markdown(table: Table) -> str:
     if table.checks:
         lines += ["| check | result | detail |", "|---|---|---|"]
         lines += [f"| {_md_escape(c.name)} | {_status(c)} | {_md_escape(c.detail)} |" for c in table.checks]
+        lines += ["", f"Verdict: {verdict(table.checks)}"]
     else:
         lines.append("No checks apply.")
     if table.notes:
@@ -61,8 +72,7 @@ def csv_text(table: Table) -> str:
     header += ["reproduced_at", "checks"]
     writer.writerow(header)
     scale = "; ".join(table.scale)
-    failed = [c.name for c in table.checks if c.status == FAIL]
-    verdict = ("FAIL: " + "; ".join(failed)) if failed else "all pass or skipped"
+    checks = verdict(table.checks)
     for row in table.rows:
         cells: list[str] = []
         for c in table.columns:
@@ -72,7 +82,7 @@ def csv_text(table: Table) -> str:
                 cells += [fmt(paper, c.digits), fmt(ours, c.digits)]
             else:
                 cells.append(fmt(value, c.digits))
-        writer.writerow([*cells, scale, verdict])
+        writer.writerow([*cells, scale, checks])
     return out.getvalue()
 
 
@@ -93,6 +103,8 @@ _TEX_SPECIAL = {
     "–": "--",
     "×": r"$\times$",
     "≤": r"$\le$",
+    "≥": r"$\ge$",
+    "±": r"$\pm$",
     "·": r"$\cdot$",
     "²": r"$^2$",
 }

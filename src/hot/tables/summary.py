@@ -6,10 +6,10 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from .common import FAIL, PASS, SKIP, read_json
+from .common import FAIL, INCONCLUSIVE, PASS, SKIP, read_json
 from .render import STATUS_MARK
 
-ORDER = {FAIL: 0, PASS: 1, SKIP: 2}
+ORDER = {FAIL: 0, INCONCLUSIVE: 1, PASS: 2, SKIP: 3}  # the order of the counts and of each table's list
 
 
 def markdown(inputs: Mapping[str, Path]) -> str:
@@ -17,15 +17,16 @@ def markdown(inputs: Mapping[str, Path]) -> str:
     tables = {
         role: json.loads(path.read_text()) for role, path in inputs.items() if role not in ("kernels", "kernel_tests")
     }
-    counts = {PASS: 0, FAIL: 0, SKIP: 0}
+    counts = {status: 0 for status in ORDER}
     for data in tables.values():
         for check in data["checks"]:
             counts[check["status"]] = counts.get(check["status"], 0) + 1
     lines = [
         "# Reproduction summary",
         "",
-        f"{counts[PASS]} checks pass, {counts[FAIL]} fail, {counts[SKIP]} skipped "
-        "(skipped: the measurement needs hardware this run did not have, or lies outside the sweep).",
+        f"{counts[PASS]} checks pass, {counts[FAIL]} fail, {counts[INCONCLUSIVE]} inconclusive, {counts[SKIP]} skipped "
+        "(inconclusive: the accuracy difference lies within two standard errors of the seed spread, or only one seed "
+        "was run; skipped: the measurement needs hardware this run did not have, or lies outside the sweep).",
         "",
     ]
     for role in ("kernels", "kernel_tests"):
@@ -33,14 +34,14 @@ def markdown(inputs: Mapping[str, Path]) -> str:
             status = read_json(inputs[role])
             text = status if isinstance(status, str) else str(status.get("status", "?"))
             lines.append(f"- {role.replace('_', ' ')}: {text}")
-    lines += ["", "| table | reproduced at | pass | fail | skipped |", "|---|---|---|---|---|"]
+    lines += ["", "| table | reproduced at | pass | fail | inconclusive | skipped |", "|---|---|---|---|---|---|"]
     for name, data in tables.items():
-        c = [sum(1 for k in data["checks"] if k["status"] == s) for s in (PASS, FAIL, SKIP)]
+        c = [sum(1 for k in data["checks"] if k["status"] == s) for s in (PASS, FAIL, INCONCLUSIVE, SKIP)]
         scale = "; ".join(data["scale"]).replace("|", "\\|")
-        lines.append(f"| [{name}]({name}.md) | {scale} | {c[0]} | {c[1]} | {c[2]} |")
+        lines.append(f"| [{name}]({name}.md) | {scale} | {c[0]} | {c[1]} | {c[2]} | {c[3]} |")
     for data in tables.values():
         lines += ["", f"## {data['title']}", ""]
-        for check in sorted(data["checks"], key=lambda k: ORDER.get(k["status"], 3)):
+        for check in sorted(data["checks"], key=lambda k: ORDER.get(k["status"], len(ORDER))):
             mark = STATUS_MARK.get(check["status"], f"– {check['status']}")
             lines.append(f"- {mark}: {check['name']} — {check['detail']}")
     return "\n".join(lines) + "\n"

@@ -14,11 +14,14 @@ from typing import Any
 from ..paper import paper_values
 from . import plots
 from .common import (
+    FAIL,
+    PASS,
     SKIP,
     Check,
     Column,
     Table,
     Value,
+    accuracy_within,
     is_number,
     latency_device,
     latency_rows,
@@ -26,9 +29,9 @@ from .common import (
     memory_gb,
     option,
     read_json,
+    result_of,
     runs_by_cell,
     scale_lines,
-    within_margin,
     within_rel,
 )
 
@@ -73,18 +76,18 @@ def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path |
             Column("accuracy", "Accuracy %", paired=True),
         ],
     )
-    fp_acc = runs["fp"].top1 if "fp" in runs else "not run"
+    fp = result_of(runs, "fp")
     for method in ("fp", "hot", "hot_abc", "hot_abc_lqs"):
         ref = paper_rows.get(method, {})
         mem = memory_gb(memory, MEMORY_METHOD[method])
-        acc = runs[method].top1 if method in runs else "not run"
+        run = result_of(runs, method)
         accel = acceleration(latency, str(option(options, "latency_model", "vit")), method) if method != "fp" else 1.0
         table.rows.append(
             {
                 "method": LABELS[method],
                 "memory_gb": (ref.get("memory_gb"), mem),
                 "acceleration": (ref.get("acceleration"), accel),
-                "accuracy": (ref.get("accuracy"), acc),
+                "accuracy": (ref.get("accuracy"), run.top1),
             }
         )
         if method in ("hot", "hot_abc"):
@@ -93,14 +96,16 @@ def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path |
             )
         if method != "fp":
             table.checks.append(
-                within_margin(f"{LABELS[method]} accuracy within {margin:g} pp of FP", acc, fp_acc, margin, "FP")
+                accuracy_within(
+                    f"{LABELS[method]} accuracy within {margin:g} pp of FP", run, fp, margin, LABELS[method], "FP"
+                )
             )
             if is_number(accel):
                 ok = float(accel) > 1.0
                 table.checks.append(
                     Check(
                         f"{LABELS[method]} backward faster than FP",
-                        "pass" if ok else "FAIL",
+                        PASS if ok else FAIL,
                         f"{accel:.2f}× on {latency_device(latency)}",
                     )
                 )

@@ -5,6 +5,7 @@ Roles: ``r<rank>@s<seed>`` training metrics; ``gbops`` (``hot gbops`` for the pa
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -13,18 +14,18 @@ from ..paper import paper_values
 from . import plots
 from .common import (
     FAIL,
-    PASS,
+    SKIP,
     Check,
     Column,
     Table,
-    fmt,
+    accuracy_below,
+    accuracy_within,
     gbops_by_rank,
-    is_number,
     option,
     read_json,
+    result_of,
     runs_by_cell,
     scale_lines,
-    within_margin,
     within_rel,
 )
 
@@ -34,6 +35,7 @@ def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path |
     tol = float(option(options, "gbops_rel_tol", 0.01))
     margin = float(option(options, "accuracy_margin_pp", 1.0))
     noise = float(option(options, "rank_noise_pp", 0.5))
+    drop = float(option(options, "rank_drop_pp", 2.0))
     runs = runs_by_cell(inputs)
     gbops_data = read_json(inputs.get("gbops"))
     gbops = gbops_by_rank(gbops_data)
@@ -48,34 +50,27 @@ def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path |
             Column("accuracy", "Accuracy %", paired=True),
         ],
     )
-    acc: dict[int, Any] = {}
+    acc = {row["rank"]: result_of(runs, f"r{row['rank']}") for row in paper["rows"]}
     for row in paper["rows"]:
         rank = row["rank"]
         ours_g = gbops if isinstance(gbops, str) else gbops.get(rank, "not computed")
-        acc[rank] = runs[f"r{rank}"].top1 if f"r{rank}" in runs else "not run"
-        table.rows.append({"rank": rank, "gbops": (row["gbops"], ours_g), "accuracy": (row["accuracy"], acc[rank])})
-        table.checks.append(within_rel(f"GBOPs at r={rank}", row["gbops"], ours_g, tol))
-    if 16 in acc and 8 in acc:
-        table.checks.append(within_margin(f"r=8 within {margin:g} pp of r=16", acc[8], acc[16], margin, "r=16"))
-    below = [r for r in (8, 4, 2, 1) if r in acc]
-    values = [acc[r] for r in below]
-    if len(below) >= 2 and all(is_number(v) for v in values):
-        rises = [
-            f"r={a}→{b}: {fmt(va)}→{fmt(vb)}"
-            for a, b, va, vb in zip(below, below[1:], values, values[1:], strict=False)
-            if vb > va + noise
-        ]
-        drop = values[0] - values[-1]
-        ok = not rises and drop > noise
-        detail = f"r={below[0]}: {fmt(values[0])} → r={below[-1]}: {fmt(values[-1])}"
-        detail += f" ({drop:+.2f} pp drop; noise {noise:g} pp)"
-        if rises:
-            detail += "; rises: " + ", ".join(rises)
-        table.checks.append(Check("accuracy falls as r falls below 8", PASS if ok else FAIL, detail))
-    else:
-        table.checks.append(
-            Check("accuracy falls as r falls below 8", FAIL, "missing runs: " + ", ".join(fmt(v) for v in values))
+        table.rows.append(
+            {"rank": rank, "gbops": (row["gbops"], ours_g), "accuracy": (row["accuracy"], acc[rank].top1)}
         )
+        table.checks.append(within_rel(f"GBOPs at r={rank}", row["gbops"], ours_g, tol))
+    table.checks.append(accuracy_within(f"r=8 within {margin:g} pp of r=16", acc[8], acc[16], margin, "r=8", "r=16"))
+    swept = sorted((rank for rank in acc if rank <= 8 and f"r{rank}" in runs), reverse=True)
+    if len(swept) < 2:
+        table.checks.append(Check("accuracy does not rise as r falls below 8", SKIP, "fewer than two ranks ≤ 8 run"))
+    for high, low in itertools.pairwise(swept):
+        name = f"accuracy does not rise from r={high} to r={low} (noise {noise:g} pp)"
+        table.checks.append(accuracy_within(name, acc[high], acc[low], noise, f"r={high}", f"r={low}"))
+    name = f"accuracy falls sharply below r=4 (≥ {drop:g} pp)"
+    lowest = swept[-1] if swept and swept[-1] < 4 else None
+    if 4 not in swept or lowest is None:
+        table.checks.append(Check(name, SKIP, "r=4 and a rank below it are not both in the sweep"))
+    else:
+        table.checks.append(accuracy_below(name, acc[lowest], acc[4], drop, f"r={lowest}", "r=4"))
     if any(c.status == FAIL and c.name.startswith("GBOPs") for c in table.checks):
         table.notes.append(
             "docs/gbops.md shows which accountings of the backward bit-operations were tried and why none "

@@ -86,3 +86,14 @@ def test_cli_writes_json_and_csv(tmp_path):
     assert payload["rows"][0]["total_gbops"] > payload["rows"][1]["total_gbops"] > 0
     assert payload["environment"]["python"]
     assert out.with_suffix(".csv").exists()
+
+
+def test_hla_rows_as_run_count_windows_padding_and_prefix() -> None:
+    vit = {s.name: s for s in gbops.model_shapes("vit_base_patch16_224", 224)[0]}
+    qkv, head, stem = vit["blocks.0.attn.qkv"], vit["head"], vit["patch_embed.proj"]
+    assert qkv.grid == gbops.TokenGrid(1, 14, 14) and head.grid is None
+    # 14×14 patches pad to 4×4 windows of 16×16, plus the class token's exact row; L·r/16 would say 98.5
+    assert gbops._hla_positions(qkv, 8, padding=True) == 16 * 8 + 1
+    assert gbops._hla_positions(qkv, 8, padding=False) == 197 * 8 / 16
+    assert gbops._hla_positions(stem, 8, padding=True) == 16 * 8  # a conv's 14×14 output grid
+    assert gbops._hla_positions(head, 8, padding=True) == 8  # one position: one zero-padded strip

@@ -18,7 +18,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..hla import HLA_BLOCK
+from ..convert import model_token_grid
+from ..hla import HLA_BLOCK, TokenGrid, hla_windows
 from ..modules import conv_supported
 from ..paper import paper_values
 from .common import create_model, default_image_size, split_list, write_results
@@ -30,7 +31,8 @@ OPS_PER_MAC = {"mac": 1, "flop": 2}
 
 @dataclass(frozen=True)
 class LayerShape:
-    """One layer's GEMM view per sample; ``spatial``: L counts image positions (it scales with the input area)."""
+    """One layer's GEMM view per sample; ``spatial``: L counts image positions (it scales with the input area);
+    ``grid``: how those positions lie (prefix tokens + H×W), where known, for HLA's windows and their padding."""
 
     name: str
     kind: str
@@ -39,6 +41,7 @@ class LayerShape:
     I: int  # noqa: E741 (the paper's (L, O, I))
     converted: bool
     spatial: bool
+    grid: TokenGrid | None = None
 
 
 @dataclass(frozen=True)
@@ -51,13 +54,14 @@ class Accounting:
     gx_bits: tuple[int, int] = (4, 4)
     gw_bits: tuple[int, int] = (8, 8)
     overhead_bits: tuple[int, int] | None = None  # Table 5's extra FLOPs, at these widths when counted
-    hla_padding: bool = False  # HLA on whole zero-padded 16-position blocks rather than L·r/16
+    hla_padding: bool = False  # HLA's projected rows as run (spatial windows, padding, prefix rows), not L·r/16
     skip: tuple[str, ...] = ()  # name prefixes left out (e.g. the stem and the heads)
 
 
 def trace_shapes(model: nn.Module, image_size: int) -> list[LayerShape]:
     """(L, O, I) of every Linear / Conv2d in one forward of a single image on the meta device."""
     shapes: list[LayerShape] = []
+    vit_grid = model_token_grid(model)
 
     def hook(name: str) -> Any:
         def record(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
@@ -66,15 +70,17 @@ def trace_shapes(model: nn.Module, image_size: int) -> list[LayerShape]:
                 kh, kw = module.kernel_size
                 fan_in = module.in_channels // module.groups * kh * kw
                 converted = conv_supported(module) is None
-                shapes.append(
-                    LayerShape(
-                        name, "conv", output.shape[-2] * output.shape[-1], module.out_channels, fan_in, converted, True
-                    )
-                )
+                grid = TokenGrid(0, output.shape[-2], output.shape[-1])
+                shapes.append(LayerShape(name, "conv", grid.tokens, module.out_channels, fan_in, converted, True, grid))
             else:
                 positions = x.numel() // x.shape[-1] // x.shape[0]
+                grid = TokenGrid(0, x.shape[1], x.shape[2]) if x.dim() == 4 else None
+                if x.dim() == 3 and vit_grid is not None and vit_grid.tokens == positions:
+                    grid = vit_grid
                 shapes.append(
-                    LayerShape(name, "linear", positions, module.out_features, module.in_features, True, x.dim() > 2)
+                    LayerShape(
+                        name, "linear", positions, module.out_features, module.in_features, True, x.dim() > 2, grid
+                    )
                 )
 
         return record
@@ -113,7 +119,13 @@ def rescale_shapes(shapes: list[LayerShape], from_size: int, to_size: int) -> li
         scaled = s.L * to_size * to_size / (from_size * from_size)
         if scaled != int(scaled) or scaled < 1:
             raise ValueError(f"{s.name}: L = {s.L} at {from_size} does not scale to {to_size} exactly")
-        out.append(replace(s, L=int(scaled)))
+        grid = s.grid
+        if grid is not None:
+            side = [n * to_size / from_size for n in (grid.height, grid.width)]
+            if any(n != int(n) or n < 1 for n in side) or grid.prefix:
+                raise ValueError(f"{s.name}: grid {grid.describe()} at {from_size} does not scale to {to_size} exactly")
+            grid = TokenGrid(0, int(side[0]), int(side[1]))
+        out.append(replace(s, L=int(scaled), grid=grid))
     return out
 
 
@@ -129,10 +141,12 @@ def table5_flops(L: int, O: int, I: int, n: int = HLA_BLOCK, r: int = 8) -> dict
     }
 
 
-def _hla_positions(L: int, rank: int, padding: bool) -> float:
+def _hla_positions(shape: LayerShape, rank: int, padding: bool) -> float:
+    """Rows HLA projects a sample's L positions to: as run (``hla_blocking: spatial`` windows of the layer's grid,
+    zero padding and exact prefix rows; 16-position strips where no grid is known), or ``L·r/16``."""
     if padding:
-        return math.ceil(L / HLA_BLOCK) * rank
-    return L * rank / HLA_BLOCK
+        return hla_windows(shape.L, "spatial", shape.grid).rows_per_sample(rank)
+    return shape.L * rank / HLA_BLOCK
 
 
 def backward_bops(shapes: list[LayerShape], method: str, rank: int, acc: Accounting) -> dict[str, float]:
@@ -147,7 +161,7 @@ def backward_bops(shapes: list[LayerShape], method: str, rank: int, acc: Account
             parts["g_x"] += per_mac * L * s.O * s.I * math.prod(FP32_BITS)
             parts["g_w"] += per_mac * L * s.O * s.I * math.prod(FP32_BITS)
             continue
-        kept = _hla_positions(s.L, rank, acc.hla_padding) * acc.batch_size
+        kept = _hla_positions(s, rank, acc.hla_padding) * acc.batch_size
         parts["g_x"] += per_mac * L * s.O * s.I * math.prod(acc.gx_bits)
         parts["g_w"] += per_mac * kept * s.O * s.I * math.prod(acc.gw_bits)
         if acc.overhead_bits is not None:

@@ -10,9 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hot.tables import TABLES
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-TABLES = ("table1", "table2", "table3", "table4", "table5", "latency_figure", "memory_figure", "keep_ratio_sweep")
 FIGURES = tuple(t for t in TABLES if t != "table5")
 
 

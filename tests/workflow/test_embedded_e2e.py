@@ -27,7 +27,10 @@ REDUCED = {
     "seeds": [0],
     "train_overrides": {"epochs": 1, "batch_size": 32, "max_train_batches": 4},
     "base_pretrain": {"overrides": {"epochs": 1}},
-    "datasets": {name: {"train_subset": 512, "test_subset": 200} for name in ("fmnist", "fmnist_small", "fmnist_0_4", "fmnist_5_9")},
+    "datasets": {
+        name: {"train_subset": 512, "test_subset": 200}
+        for name in ("fmnist", "fmnist_small", "fmnist_0_4", "fmnist_5_9")
+    },
     "experiments": {"keep_ratio": {"keep_ratios": [0.5, 0.9]}},
 }
 

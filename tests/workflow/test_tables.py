@@ -336,6 +336,23 @@ def test_keep_ratio_claims(tmp_path: Path) -> None:
     assert [c["status"] for c in data["checks"]] == [PASS, INCONCLUSIVE, SKIP]
 
 
+def test_hla_blocking_ablation(tmp_path: Path) -> None:
+    runs = {**_cell(tmp_path, "fp", 84.0), **_cell(tmp_path, "spatial", 83.5), **_cell(tmp_path, "paper", 65.0)}
+    runs.update(_cell(tmp_path, "official", 83.9))
+    data = _build(tmp_path, "hla_blocking", runs)
+    assert [c["status"] for c in data["checks"]] == [PASS, PASS]
+    assert [row["blocking"] for row in data["rows"]][1:] == [
+        "4×4 windows of the grid, prefix exact (spatial)",
+        "16 consecutive positions (paper)",
+        "T & -T consecutive positions (official)",
+    ]
+    assert data["rows"][2]["top1"] == [None, pytest.approx(65.0)]  # no paper value: the paper leaves it open
+    runs.update(_cell(tmp_path, "spatial", 80.0))  # 4 pp below FP, well outside the spread
+    assert _build(tmp_path, "hla_blocking", runs)["checks"][0]["status"] == FAIL
+    only_spatial = {k: v for k, v in runs.items() if not k.startswith(("paper", "official"))}
+    assert _build(tmp_path, "hla_blocking", only_spatial)["checks"][1]["status"] == SKIP
+
+
 def test_missing_runs_are_shown_not_raised(tmp_path: Path) -> None:
     data = _build(tmp_path, "table3", {"f0d0@s0": str(tmp_path / "absent.json")})
     assert all(c["status"] == FAIL for c in data["checks"])

@@ -136,7 +136,7 @@ def test_embedded_plan() -> None:
     p = plan(_config("embedded"))
     stages = {r.stage for r in p.runs.values()}
     assert stages == {"pretrain", "finetune", "ablations"}
-    assert set(p.tables) == {"table1", "table2", "table3", "table4", "keep_ratio_sweep"}
+    assert set(p.tables) == {"table1", "table2", "table3", "table4", "keep_ratio_sweep", "hla_blocking"}
     assert all(key in p.runs for roles in p.tables.values() for key in roles.values())
     # fine-tuning starts from the base run pre-trained on classes 0-4 and trains on 5-9
     for key in p.tables["table1"].values():
@@ -145,10 +145,31 @@ def test_embedded_plan() -> None:
         assert run.settings["classes"] == [5, 6, 7, 8, 9]
     assert p.runs[p.tables["table2"]["r4@s0"]].settings["hot"] == {"hla_rank": 4}
     assert p.runs[p.tables["table3"]["f0d1@s0"]].settings["method"] == "lora_hot_decomposed"
-    assert p.runs[p.tables["keep_ratio_sweep"]["grad_dropout/0.9@s0"]].settings["hot"] == {"keep_ratio": 0.9}
-    # identical settings are one run, whichever tables use it
-    assert p.tables["keep_ratio_sweep"]["fp@s0"] == p.tables["table4"]["fmnist/vit_tiny_fmnist/fp@s0"]
-    assert all(r.settings["device"] == "cpu" and r.settings["max_train_batches"] == 20 for r in p.runs.values())
+    assert p.runs[p.tables["keep_ratio_sweep"]["grad_dropout/0.5@s0"]].settings["method"] == "grad_dropout"
+    # identical settings are one run, whichever tables use it (a HOTConfig field at its default is not spelt out)
+    assert p.tables["keep_ratio_sweep"]["fp@s0"] == p.tables["hla_blocking"]["fp@s0"]
+    assert p.tables["table2"]["r8@s1"] == p.tables["hla_blocking"]["spatial@s1"]
+    assert p.runs[p.tables["hla_blocking"]["paper@s0"]].settings["hot"] == {"hla_blocking": "paper"}
+    assert all(r.settings["device"] == "cpu" and r.settings["epochs"] == 2 for r in p.runs.values())
+    # two seeds everywhere, so every accuracy check can state a spread
+    assert {role.rpartition("@s")[2] for roles in p.tables.values() for role in roles} == {"0", "1"}
+    # the classifier stays exact wherever HOT is applied without LoRA
+    converted = [r for r in p.runs.values() if r.settings["method"] != "fp" and "lora" not in r.settings]
+    assert converted and all(r.settings["exclude"] == ["head", "fc"] for r in converted)
+
+
+def test_gpu_plan() -> None:
+    p = plan(_config("gpu"))
+    hot = [r for r in p.runs.values() if r.settings["method"] in ("hot", "hot_abc", "hot_abc_lqs")]
+    assert hot and all(r.real for r in hot)
+    assert all(r.settings["device"] == "cuda" and "train_subset" not in r.settings for r in p.runs.values())
+    assert {role.rpartition("@s")[2] for roles in p.tables.values() for role in roles} == {"0", "1", "2"}
+    assert set(p.tables["hla_blocking"]) == {
+        f"{c}@s{s}" for c in ("fp", "spatial", "paper", "official") for s in range(3)
+    }
+    # the blocking ablation's FP and spatial runs are Table 4's ViT runs
+    assert p.tables["hla_blocking"]["spatial@s2"] == p.tables["table4"]["fmnist/vit_tiny_fmnist/hot@s2"]
+    assert p.tables["hla_blocking"]["fp@s2"] == p.tables["table4"]["fmnist/vit_tiny_fmnist/fp@s2"]
 
 
 def test_full_plan_is_the_paper_grid() -> None:

@@ -11,7 +11,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hot.config import HOTConfig
+
 STAGES = ("pretrain", "finetune", "ablations")
+HOT_DEFAULTS = HOTConfig().to_dict()
+_UNSET = object()
 HOT_METHODS = ("hot", "hot_abc", "hot_abc_lqs")  # the methods the real-quant backend runs
 LORA_METHODS = {  # (HOT on frozen, HOT on decomposed) -> hot train's method name (supplement Table 3)
     (False, False): "lora",
@@ -89,7 +93,9 @@ class _Builder:
             ds = cfg["datasets"][dataset]
         except KeyError:
             raise ValueError(f"experiment uses dataset {dataset!r}, not defined under 'datasets:'") from None
-        hot = dict(hot or {})
+        # A HOTConfig field at its default is left out, so runs that differ only in spelling it are one run
+        # (Table 2's r = 8 is the blocking ablation's spatial run). The seed stays: it replaces the run's seed.
+        hot = {k: v for k, v in (hot or {}).items() if k == "seed" or HOT_DEFAULTS.get(k, _UNSET) != v}
         if cfg["backend"] == "real" and method in HOT_METHODS:
             hot["backend"] = "real"
         settings = {
@@ -175,6 +181,16 @@ def plan(config: Mapping[str, Any]) -> Plan:
                         tables["table4"][f"{dataset}/{model}/{m}@s{s}"] = b.run(
                             "pretrain", e, dataset, model, m, s, recipe=block["recipe"]
                         )
+
+    e = exps["hla_blocking"]
+    hb = tables["hla_blocking"] = {
+        f"fp@s{s}": b.run("ablations", e, e["dataset"], e["model"], "fp", s) for s in b.seeds()
+    }
+    for blocking in e["blockings"]:
+        for s in b.seeds():
+            hb[f"{blocking}@s{s}"] = b.run(
+                "ablations", e, e["dataset"], e["model"], "hot", s, f"-{blocking}", hot={"hla_blocking": blocking}
+            )
 
     e = exps["keep_ratio"]
     kr = tables["keep_ratio_sweep"] = {

@@ -4,6 +4,8 @@
 import json
 import re
 
+from hot.tables import TABLES  # the one list of tables
+
 
 def res(kind):
     """The resources of a job kind from the config; a retried job (profiles set retries) gets more time and memory."""
@@ -49,7 +51,6 @@ def train_tests_arg(wildcards, input):
     return input.get("kernel_tests", "")
 
 
-TABLES = ("table1", "table2", "table3", "table4", "table5", "latency_figure", "memory_figure", "keep_ratio_sweep")
 NO_FIGURE = {"table5"}
 TABLE_CODE = [f"src/hot/tables/{m}.py" for m in ("__init__", "cli", "common", "render", "plots")]
 PAPER_VALUES = "src/hot/data/paper_values.yaml"
@@ -62,6 +63,7 @@ TABLE_TITLES = {
     "latency_figure": "Appendix F Figure 1: per-layer backward latency",
     "memory_figure": "Memory figure: training memory of ViT-B",
     "keep_ratio_sweep": "Follow-up: HLA filter vs gradient dropout by keep ratio",
+    "hla_blocking": "Ablation: HLA blocking (4×4 windows vs 16 consecutive positions)",
 }
 ANALYSIS_INPUTS = {  # table -> role -> results file of the analysis stages
     "table1": {"memory": f"{R}/analysis/memory_table1.json", "latency": f"{R}/latency/latency.json"},

@@ -124,6 +124,7 @@ class RunResult:
     values: list[float]  # the final top-1 of each seed (empty when there is a reason instead)
     curves: list[list[tuple[int, float]]]
     scale: str
+    seed_ids: tuple[str, ...] = ()  # the seed of each value, where the roles named them
 
     @property
     def seeds(self) -> int:
@@ -163,8 +164,9 @@ def no_result(reason: str = "not run") -> RunResult:
     return RunResult(reason, [], [], "")
 
 
-def run_result(paths: list[Path]) -> RunResult:
-    """Combine the seeds of one cell. Any seed without a result makes the cell show why."""
+def run_result(paths: list[Path], seed_ids: tuple[str, ...] = ()) -> RunResult:
+    """Combine the seeds of one cell (``seed_ids``: each path's seed). Any seed without a result makes the cell
+    show why."""
     if not paths:
         return no_result()
     tops: list[float] = []
@@ -185,17 +187,21 @@ def run_result(paths: list[Path]) -> RunResult:
     top1 = float("nan") if any(math.isnan(t) for t in tops) else statistics.fmean(tops)
     if len(paths) > 1:
         scale += f" · mean of {len(paths)} seeds"
-    return RunResult(top1, tops, curves, scale)
+    return RunResult(top1, tops, curves, scale, seed_ids)
 
 
 def runs_by_cell(inputs: Mapping[str, Path]) -> dict[str, RunResult]:
-    """Group ``CELL@sSEED`` roles by cell."""
-    grouped: dict[str, list[Path]] = defaultdict(list)
+    """Group ``CELL@sSEED`` roles by cell, seeds in order."""
+    grouped: dict[str, list[tuple[str, Path]]] = defaultdict(list)
     for role, path in inputs.items():
-        cell, sep, _seed = role.rpartition("@s")
+        cell, sep, seed = role.rpartition("@s")
         if sep:
-            grouped[cell].append(path)
-    return {cell: run_result(sorted(paths)) for cell, paths in grouped.items()}
+            grouped[cell].append((seed, path))
+    out = {}
+    for cell, pairs in grouped.items():
+        pairs.sort(key=lambda p: (int(p[0]) if p[0].isdigit() else p[0], str(p[1])))
+        out[cell] = run_result([path for _, path in pairs], tuple(seed for seed, _ in pairs))
+    return out
 
 
 def result_of(runs: Mapping[str, RunResult], cell: str) -> RunResult:
@@ -239,13 +245,22 @@ def _described(label: str, result: RunResult) -> str:
     return f"{label} {fmt(result.top1)}{spread} ({result.seeds} seed{'' if result.seeds == 1 else 's'})"
 
 
+def paired(ours: RunResult, reference: RunResult) -> bool:
+    """Whether the two cells ran the same seeds: a seed fixes the initial weights and the batch order, so runs
+    of one seed are compared with each other."""
+    return bool(ours.seed_ids) and ours.seed_ids == reference.seed_ids and len(set(ours.seed_ids)) == ours.seeds
+
+
 def accuracy_difference(ours: RunResult, reference: RunResult) -> tuple[float, float | None]:
-    """d = mean(reference) − mean(ours) in points, and its uncertainty u = 2·sqrt(s_o²/n_o + s_r²/n_r) (two standard
-    errors of a difference of means; s: sample std over seeds, n: seeds); u is None when a side has fewer than 2 seeds.
-    """
+    """d = mean(reference) − mean(ours) in points, and its uncertainty u: two standard errors of d. Paired by seed
+    (:func:`paired`): u = 2·s_Δ/√n with s_Δ the sample std of the per-seed differences; otherwise
+    u = 2·sqrt(s_o²/n_o + s_r²/n_r) (s: sample std over seeds, n: seeds). u is None with fewer than 2 seeds."""
     d = float(reference.top1) - float(ours.top1)  # type: ignore[arg-type]
     if ours.std is None or reference.std is None:
         return d, None
+    if paired(ours, reference):
+        diffs = [r - o for r, o in zip(reference.values, ours.values, strict=True)]
+        return d, 2 * statistics.stdev(diffs) / math.sqrt(len(diffs))
     return d, 2 * math.sqrt(ours.std**2 / ours.seeds + reference.std**2 / reference.seeds)
 
 
@@ -271,7 +286,7 @@ def _accuracy_claim(
     detail = f"{sides}: {abs(d):.2f} pp {'below' if d >= 0 else 'above'}"
     if u is None:
         return Check(name, INCONCLUSIVE, f"{detail}; {claim}; spread unknown: {min(ours.seeds, reference.seeds)} seed")
-    detail += f" ± {u:.2f} (2 SE); {claim}"
+    detail += f" ± {u:.2f} (2 SE{', paired by seed' if paired(ours, reference) else ''}); {claim}"
     if at_most:
         status = PASS if d + u <= bound_pp else FAIL if d - u > bound_pp else INCONCLUSIVE
     else:

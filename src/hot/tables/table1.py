@@ -116,6 +116,11 @@ def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path |
         table.scale.append(f"memory: {memory.get('model', '?')}, batch {memory.get('batch_size', '?')} (accounting)")
     table.scale.append(f"latency: {latency_device(latency)}")
     table.notes.append("The paper has no FP row in Table 1; FP is run here as the reference for the accuracy check.")
+    table.notes.append(
+        "HOT and HOT + ABC compute the same gradients (ABC stores in the forward the codes HLA would compute in the"
+        " backward): equal accuracies are expected. HOT + ABC + LQS differs only in layers where LQS picks"
+        " per-tensor scales for g_x; where it picks per-token everywhere (the run's lqs.json says), it equals them too."
+    )
     if figure is not None:
         plots.accuracy_curves(runs, "Table 1: fine-tuning accuracy", figure)
     return table

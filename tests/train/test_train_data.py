@@ -1,10 +1,23 @@
+import fcntl
 import gzip
+import hashlib
+import multiprocessing
+import re
+import time
+from pathlib import Path
 
 import pytest
 import torch
 
 from hot.train import data
 from hot.train.data import ChecksumError, DatasetError
+
+TORCHVISION_ROUTE = data._torchvision_route  # the fixture below replaces it
+# Two tiny idx files (a 1x2x2 image and its label) standing in for Fashion-MNIST; FASHION_MNIST_SHA256 is patched.
+IDX = {
+    "train-images-idx3-ubyte": bytes([0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 2, 1, 2, 3, 4]),
+    "train-labels-idx1-ubyte": bytes([0, 0, 8, 1, 0, 0, 0, 1, 7]),
+}
 
 
 @pytest.fixture
@@ -25,6 +38,29 @@ def no_routes(tmp_path, monkeypatch):
     data.load_fashion_mnist.cache_clear()
 
 
+@pytest.fixture
+def fake_apt(no_routes, tmp_path, monkeypatch):
+    """apt-get and dpkg-deb stand-ins serving IDX; the extract writes slowly; every command is logged to the file."""
+    monkeypatch.setattr(data, "FASHION_MNIST_SHA256", {stem: hashlib.sha256(c).hexdigest() for stem, c in IDX.items()})
+    monkeypatch.setattr(data.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    log = tmp_path / "commands.log"
+
+    def fake_run(command, cwd):
+        with log.open("a") as f:
+            f.write(f"{command[0]}\n")
+        if command[0] == "apt-get":
+            (cwd / f"{data.DEBIAN_PACKAGE}_1_all.deb").write_bytes(b"deb")
+            return
+        extracted = Path(command[-1]) / data.PACKAGE_DIR  # dpkg-deb -x DEB DIR
+        extracted.mkdir(parents=True)
+        for stem, content in IDX.items():
+            (extracted / f"{stem}.gz").write_bytes(gzip.compress(content))
+            time.sleep(0.2)  # a reader of a half-written tree would fail
+
+    monkeypatch.setattr(data, "_run", fake_run)
+    return log
+
+
 def test_checksum_failure_is_reported_with_every_route(no_routes, tmp_path):
     for stem in data.FASHION_MNIST_SHA256:
         (no_routes / f"{stem}.gz").write_bytes(gzip.compress(b"not fashion-mnist"))
@@ -39,29 +75,132 @@ def test_checksum_failure_is_reported_with_every_route(no_routes, tmp_path):
     assert "torchvision's download" in message and "no network" in message
 
 
-def test_debian_route_extracts_into_resources(no_routes, tmp_path, monkeypatch):
-    # A stand-in for apt-get/dpkg-deb: the route must look for the files where dpkg-deb -x puts them.
-    extracted = tmp_path / "resources" / data.DEBIAN_PACKAGE / "usr/share/datasets/fashion-mnist"
-    idx = {
-        "train-images-idx3-ubyte": bytes([0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 2, 1, 2, 3, 4]),
-        "train-labels-idx1-ubyte": bytes([0, 0, 8, 1, 0, 0, 0, 1, 7]),
-    }
-    hashes = {stem: data.hashlib.sha256(content).hexdigest() for stem, content in idx.items()}
-    monkeypatch.setattr(data, "FASHION_MNIST_SHA256", hashes)
-    monkeypatch.setattr(data.shutil, "which", lambda tool: f"/usr/bin/{tool}")
-
-    def fake_run(command, cwd):
-        if command[0] == "apt-get":
-            (cwd / f"{data.DEBIAN_PACKAGE}_1_all.deb").write_bytes(b"deb")
-        else:
-            extracted.mkdir(parents=True)
-            for stem, content in idx.items():
-                (extracted / f"{stem}.gz").write_bytes(gzip.compress(content))
-
-    monkeypatch.setattr(data, "_run", fake_run)
+def test_debian_route_extracts_into_resources(fake_apt, tmp_path):
     loaded = data.load_fashion_mnist(str(tmp_path / "data"))
     assert loaded["train-images-idx3-ubyte"].tolist() == [[[1, 2], [3, 4]]]
     assert loaded["train-labels-idx1-ubyte"].tolist() == [7]
+    resources = tmp_path / "resources"
+    assert (resources / data.DEBIAN_PACKAGE / data.PACKAGE_DIR / "train-labels-idx1-ubyte.gz").is_file()
+    assert sorted(p.name for p in resources.iterdir()) == [data.DEBIAN_PACKAGE, f"{data.DEBIAN_PACKAGE}.lock"]
+
+
+def _debian_route_in_child(start, results) -> None:
+    start.wait()
+    try:
+        results.put(("ok", data._debian_route()))
+    except BaseException as err:
+        results.put(("error", repr(err)))
+
+
+def _stderr_until(capfd, text: str, count: int) -> str:
+    err, deadline = "", time.monotonic() + 60
+    while err.count(text) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+        err += capfd.readouterr().err
+    assert err.count(text) == count, err
+    return err
+
+
+def test_concurrent_jobs_fetch_once_and_both_read_the_complete_tree(fake_apt, tmp_path, capfd):
+    resources = tmp_path / "resources"
+    resources.mkdir()
+    ctx = multiprocessing.get_context("fork")  # the children inherit this test's fakes
+    start, results = ctx.Event(), ctx.Queue()
+    children = [ctx.Process(target=_debian_route_in_child, args=(start, results)) for _ in range(2)]
+    for child in children:
+        child.start()
+    # Children are started before the lock is taken: a forked child would hold the lock's file description too.
+    with (resources / f"{data.DEBIAN_PACKAGE}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        start.set()
+        err = _stderr_until(capfd, "waiting for another process to finish fetching", count=2)  # both race
+    outcomes = [results.get(timeout=60) for _ in children]
+    for child in children:
+        child.join(timeout=60)
+        assert child.exitcode == 0
+    assert outcomes == [("ok", IDX), ("ok", IDX)]
+    assert fake_apt.read_text().split() == ["apt-get", "dpkg-deb"]  # one fetch
+    err += capfd.readouterr().err
+    assert err.count("fetching Fashion-MNIST into") == 1 and "apt-get download dataset-fashion-mnist (network)" in err
+    assert not (resources / f"{data.DEBIAN_PACKAGE}.partial").exists()
+
+
+def test_a_killed_fetch_leaves_a_partial_tree_that_the_next_fetch_removes(fake_apt, tmp_path, capsys):
+    staging = tmp_path / "resources" / f"{data.DEBIAN_PACKAGE}.partial"
+    half = staging / "root" / data.PACKAGE_DIR
+    half.mkdir(parents=True)
+    (half / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(IDX["train-images-idx3-ubyte"])[:12])
+    loaded = data.load_fashion_mnist(str(tmp_path / "data"))
+    assert loaded["train-images-idx3-ubyte"].tolist() == [[[1, 2], [3, 4]]]
+    assert not staging.exists()
+    assert f"removing {staging}, left by an interrupted fetch" in capsys.readouterr().err
+
+
+def _truncate_first_file(directory: Path) -> Path:
+    truncated = directory / "train-images-idx3-ubyte.gz"
+    truncated.write_bytes(gzip.compress(IDX["train-images-idx3-ubyte"])[:-6])
+    (directory / "train-labels-idx1-ubyte.gz").write_bytes(gzip.compress(IDX["train-labels-idx1-ubyte"]))
+    return truncated
+
+
+def test_a_truncated_gzip_names_the_file_and_the_next_route_is_used(fake_apt, no_routes, tmp_path):
+    truncated = _truncate_first_file(no_routes)
+    with pytest.raises(DatasetError, match=re.escape(f"{truncated}: truncated or corrupt gzip file (EOFError")):
+        data._system_route()
+    (no_routes / "train-labels-idx1-ubyte.gz").write_bytes(b"not gzip")
+    with pytest.raises(DatasetError, match=r"train-labels-idx1-ubyte.gz: truncated or corrupt gzip file \(BadGzip"):
+        data.read_verified(no_routes / "train-labels-idx1-ubyte.gz")
+    loaded = data.load_fashion_mnist(str(tmp_path / "data"))  # from the Debian route (fake_apt)
+    assert loaded["train-labels-idx1-ubyte"].tolist() == [7]
+
+
+def test_when_every_route_fails_the_error_has_one_line_per_route_and_how_to_get_the_data(
+    no_routes, tmp_path, monkeypatch
+):
+    truncated = _truncate_first_file(no_routes)
+    monkeypatch.setattr(data.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+
+    def failing_run(command, cwd):
+        raise DatasetError("apt-get download dataset-fashion-mnist failed: E: Unable to locate package\nW: more")
+
+    monkeypatch.setattr(data, "_run", failing_run)
+    with pytest.raises(DatasetError) as err:
+        data.load_fashion_mnist(str(tmp_path / "data"))
+    header, system, debian, torchvision, how = str(err.value).splitlines()
+    assert header == "Fashion-MNIST could not be loaded by any route:"
+    assert system.startswith(f"  - the Debian package's files in {data.SYSTEM_DIR}")
+    assert f"{truncated}: truncated or corrupt gzip file (EOFError" in system
+    assert debian.startswith("  - the Debian package fetched without root into")
+    assert debian.endswith("failed: E: Unable to locate package W: more")
+    assert torchvision == f"  - torchvision's download into {tmp_path / 'data'}: no network"
+    assert how.startswith("To get it: apt-get install dataset-fashion-mnist (as root), or put the four idx files (")
+    assert "t10k-labels-idx1-ubyte.gz) in " + f"{tmp_path / 'data' / 'FashionMNIST' / 'raw'}/" in how
+    assert sorted(p.name for p in (tmp_path / "resources").iterdir()) == [f"{data.DEBIAN_PACKAGE}.lock"]
+
+
+def test_torchvision_route_downloads_once_then_reads_the_files_offline(no_routes, tmp_path, monkeypatch):
+    import torchvision.datasets
+
+    monkeypatch.setattr(data, "_torchvision_route", TORCHVISION_ROUTE)
+    monkeypatch.setattr(data, "FASHION_MNIST_SHA256", {stem: hashlib.sha256(c).hexdigest() for stem, c in IDX.items()})
+    roots = []
+
+    class FakeFashionMNIST:
+        def __init__(self, root: str, download: bool) -> None:
+            roots.append(Path(root))
+            raw = Path(root) / "FashionMNIST" / "raw"
+            raw.mkdir(parents=True)
+            for stem, content in IDX.items():
+                (raw / f"{stem}.gz").write_bytes(gzip.compress(content))
+
+    monkeypatch.setattr(torchvision.datasets, "FashionMNIST", FakeFashionMNIST)
+    data_dir = tmp_path / "data"
+    first = data.load_fashion_mnist(str(data_dir))
+    data.load_fashion_mnist.cache_clear()
+    second = data.load_fashion_mnist(str(data_dir))  # the files are in place: no second download
+    assert roots == [data_dir / "FashionMNIST" / "raw.partial"]
+    assert sorted(p.name for p in (data_dir / "FashionMNIST").iterdir()) == ["raw", "raw.lock"]
+    assert second["train-labels-idx1-ubyte"].tolist() == first["train-labels-idx1-ubyte"].tolist() == [7]
 
 
 @pytest.mark.skipif(not data.SYSTEM_DIR.is_dir(), reason="dataset-fashion-mnist is not installed")

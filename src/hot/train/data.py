@@ -3,17 +3,24 @@
 Fashion-MNIST is found by three routes, in order: the Debian package's files in /usr/share/datasets/fashion-mnist/,
 the same package fetched without root into ``resources/`` (``apt-get download`` + ``dpkg-deb -x``), and torchvision's
 download into ``data_dir``. Every route's files are checked against the SHA-256 of the decompressed idx data (the
-Debian package recompresses the upstream .gz files, so only the decompressed bytes are the same everywhere).
+Debian package recompresses the upstream .gz files, so only the decompressed bytes are the same everywhere). The two
+routes that write (apt-get/dpkg-deb, torchvision) fetch under an exclusive file lock into a temporary directory that is
+renamed into place when complete, so concurrent jobs fetch once and never read a half-written tree.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import gzip
 import hashlib
+import os
 import shutil
 import subprocess
-from collections.abc import Callable, Sequence
+import sys
+import zlib
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +78,15 @@ def dataset_info(name: str, data_dir: str) -> tuple[int, int]:
 def read_verified(path: Path) -> bytes:
     """The decompressed bytes of one Fashion-MNIST idx file (.gz or raw), checked against its recorded SHA-256."""
     stem = path.name.removesuffix(".gz")
-    data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise DatasetError(f"{path}: cannot be read ({type(err).__name__}: {err})") from err
+    if path.suffix == ".gz":
+        try:
+            data = gzip.decompress(data)
+        except (EOFError, zlib.error, OSError) as err:  # OSError includes gzip.BadGzipFile
+            raise DatasetError(f"{path}: truncated or corrupt gzip file ({type(err).__name__}: {err})") from err
     actual = hashlib.sha256(data).hexdigest()
     if actual != FASHION_MNIST_SHA256[stem]:
         raise ChecksumError(
@@ -98,34 +113,94 @@ def _system_route() -> dict[str, bytes]:
 
 def _debian_route() -> dict[str, bytes]:
     target = RESOURCES_DIR / DEBIAN_PACKAGE
-    extracted = target / PACKAGE_DIR
-    if not extracted.is_dir():
+    if not target.is_dir():
         for tool in ("apt-get", "dpkg-deb"):
             if shutil.which(tool) is None:
                 raise DatasetError(f"{tool} not found (not a Debian-based system)")
-        RESOURCES_DIR.mkdir(parents=True, exist_ok=True)
-        _run(["apt-get", "download", DEBIAN_PACKAGE], RESOURCES_DIR)
-        debs = sorted(RESOURCES_DIR.glob(f"{DEBIAN_PACKAGE}_*.deb"))
-        if not debs:
-            raise DatasetError(f"apt-get download left no {DEBIAN_PACKAGE}_*.deb in {RESOURCES_DIR}")
-        _run(["dpkg-deb", "-x", str(debs[-1].resolve()), str(target.resolve())], RESOURCES_DIR)
-    return _read_dir(extracted)
+        _fetch_once(target, f"apt-get download {DEBIAN_PACKAGE} (network) + dpkg-deb -x", _apt_fetch)
+    return _read_fetched(target / PACKAGE_DIR, target)
+
+
+def _apt_fetch(work: Path) -> Path:
+    _run(["apt-get", "download", DEBIAN_PACKAGE], work)
+    debs = sorted(work.glob(f"{DEBIAN_PACKAGE}_*.deb"))
+    if not debs:
+        raise DatasetError(f"apt-get download left no {DEBIAN_PACKAGE}_*.deb in {work}")
+    root = work / "root"
+    _run(["dpkg-deb", "-x", str(debs[-1].resolve()), str(root.resolve())], work)
+    return root
 
 
 def _run(command: list[str], cwd: Path) -> None:
-    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
+    try:
+        result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise DatasetError(f"{' '.join(command)} failed: {err}") from err
     if result.returncode != 0:
         raise DatasetError(f"{' '.join(command)} failed: {result.stderr.strip()[-500:]}")
 
 
 def _torchvision_route(data_dir: str) -> dict[str, bytes]:
+    target = Path(data_dir) / "FashionMNIST" / "raw"
+    if not target.is_dir():
+        _fetch_once(target, "torchvision's download (network)", _torchvision_fetch)
+    return _read_fetched(target, target)
+
+
+def _torchvision_fetch(work: Path) -> Path:
     from torchvision.datasets import FashionMNIST
 
     try:
-        FashionMNIST(data_dir, download=True)
+        FashionMNIST(str(work), download=True)
     except Exception as err:  # network errors come in many types (URLError, socket, HTTP)
-        raise DatasetError(f"torchvision download into {data_dir} failed: {type(err).__name__}: {err}") from err
-    return _read_dir(Path(data_dir) / "FashionMNIST" / "raw")
+        raise DatasetError(f"torchvision download failed: {type(err).__name__}: {err}") from err
+    return work / "FashionMNIST" / "raw"
+
+
+def _read_fetched(directory: Path, target: Path) -> dict[str, bytes]:
+    try:
+        return _read_dir(directory)
+    except DatasetError as err:  # e.g. a tree half-extracted by a version without the lock, or pre-seeded wrongly
+        raise type(err)(f"{err} (remove {target} to fetch it again)") from err
+
+
+def _fetch_once(target: Path, how: str, fetch: Callable[[Path], Path]) -> None:
+    """Create the directory ``target`` once across processes, never visible half-written.
+
+    Under an exclusive lock on ``<target>.lock``, ``fetch(work)`` builds the tree somewhere inside the empty
+    directory ``<target>.partial`` and returns it; it is renamed to ``target`` only when complete. A process that
+    finds the lock taken waits, then finds the finished ``target``; a ``.partial`` left by a killed fetch is removed.
+    ``how`` (the tools used, and whether they use the network) is printed to stderr when this process fetches.
+    """
+    staging = target.with_name(f"{target.name}.partial")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with _exclusive_lock(target.with_name(f"{target.name}.lock"), target):
+            if target.is_dir():  # another process fetched it while this one waited
+                return
+            if staging.exists():  # nobody else can be writing it while the lock is held
+                print(f"hot: removing {staging}, left by an interrupted fetch", file=sys.stderr)
+                shutil.rmtree(staging)
+            staging.mkdir()
+            print(f"hot: fetching Fashion-MNIST into {target}: {how}", file=sys.stderr)
+            try:
+                os.replace(fetch(staging), target)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    except OSError as err:
+        raise DatasetError(f"fetching into {target} failed: {type(err).__name__}: {err}") from err
+
+
+@contextlib.contextmanager
+def _exclusive_lock(path: Path, target: Path) -> Iterator[None]:
+    # Closing the file releases the lock, also when the process is killed, so a lock file never goes stale.
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"hot: waiting for another process to finish fetching {target} (lock {path})", file=sys.stderr)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def fashion_mnist_routes(data_dir: str) -> list[tuple[str, Callable[[], dict[str, bytes]]]]:
@@ -148,10 +223,16 @@ def load_fashion_mnist(data_dir: str) -> dict[str, torch.Tensor]:
         try:
             raw = route()
         except DatasetError as err:
-            failures.append(f"  - {description}: {err}")
+            failures.append(f"  - {description}: {' '.join(str(err).split())}")  # one line per route
             continue
         return {stem: _parse_idx(data) for stem, data in raw.items()}
-    raise DatasetError("Fashion-MNIST could not be loaded by any route:\n" + "\n".join(failures))
+    files = ", ".join(f"{stem}.gz" for stem in FASHION_MNIST_SHA256)
+    raise DatasetError(
+        "Fashion-MNIST could not be loaded by any route:\n"
+        + "\n".join(failures)
+        + f"\nTo get it: apt-get install {DEBIAN_PACKAGE} (as root), or put the four idx files ({files}) in "
+        f"{Path(data_dir) / 'FashionMNIST' / 'raw'}/"
+    )
 
 
 def _parse_idx(data: bytes) -> torch.Tensor:

@@ -13,6 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import jsonschema
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
@@ -20,10 +21,21 @@ min_version("9.0")
 
 configfile: "config.yaml"
 
+# A preset names a file: check the name before it becomes a path (preset=../../x must not be read).
+PRESETS = ("full", *sorted(p.stem for p in Path("config").glob("*.yaml")))
+if config.get("preset", "full") not in PRESETS:
+    raise WorkflowError(f"unknown preset {config['preset']!r}; known presets: {', '.join(PRESETS)}")
 if config.get("preset", "full") != "full":
     configfile: f"config/{config['preset']}.yaml"
 
-validate(config, "workflow/schemas/config.schema.yaml")
+try:
+    validate(config, "workflow/schemas/config.schema.yaml")
+except WorkflowError as err:
+    # snakemake's message appends the whole schema (hundreds of lines); the key's path and the problem are enough.
+    if not isinstance(err.__context__, jsonschema.ValidationError):
+        raise
+    problem = jsonschema.exceptions.best_match([err.__context__])
+    raise WorkflowError(f"Error validating config: {problem.json_path}: {problem.message}") from None
 
 if shutil.which("hot") is None:
     raise WorkflowError(

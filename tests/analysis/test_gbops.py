@@ -97,3 +97,13 @@ def test_hla_rows_as_run_count_windows_padding_and_prefix() -> None:
     assert gbops._hla_positions(qkv, 8, padding=False) == 197 * 8 / 16
     assert gbops._hla_positions(stem, 8, padding=True) == 16 * 8  # a conv's 14×14 output grid
     assert gbops._hla_positions(head, 8, padding=True) == 8  # one position: one zero-padded strip
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--num-classes", "0"), ("--batch-size", "0"), ("--image-size", "-1")])
+def test_cli_refuses_bad_numbers_naming_the_flag(tmp_path, capsys, flag, value):
+    out = tmp_path / "g.json"
+    with pytest.raises(SystemExit) as stopped:
+        main(["gbops", "--model", "resnet18", flag, value, "--out", str(out)])
+    assert stopped.value.code == 2
+    assert f"argument {flag}: must be a positive integer, got " in capsys.readouterr().err
+    assert not out.exists()

@@ -106,3 +106,35 @@ def test_autocast_on_meta_is_an_error():
         memory.measured_accounting("vit_tiny_patch16_224", 2, 10, ["fp"], "meta", autocast="bf16")
     with pytest.raises(ValueError, match="--autocast must be one of"):
         memory.measured_accounting("vit_tiny_patch16_224", 2, 10, ["fp"], "cpu", autocast="fp8")
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--image-size", "-1"),
+        ("--image-size", "0"),
+        ("--batch-size", "0"),
+        ("--num-classes", "0"),
+        ("--num-classes", "x"),
+    ],
+)
+def test_cli_refuses_bad_numbers_naming_the_flag(tmp_path, capsys, monkeypatch, flag, value):
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was built")
+
+    monkeypatch.setattr(memory, "create_model", no_model)
+    out = tmp_path / "m.json"
+    with pytest.raises(SystemExit) as stopped:
+        main(["memory", "--model", "resnet18", flag, value, "--out", str(out)])
+    assert stopped.value.code == 2
+    assert f"argument {flag}: must be a positive integer, got " in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_cli_image_size_the_model_cannot_take_is_one_line(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    args = ["memory", "--model", "vit_tiny_patch16_224", "--image-size", "32", "--batch-size", "1"]
+    assert main([*args, "--accounting", "paper", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--image-size 32 does not fit vit_tiny_patch16_224" in err, err
+    assert not out.exists()

@@ -48,6 +48,10 @@ def test_recipe_fills_what_is_not_given():
         ({"label_smoothing": 1.0}, "label_smoothing must be in"),
         ({"amp": "yes"}, "amp must be true or false"),
         ({"lora": {}, "exclude": ["head"]}, "exclude applies without LoRA only"),
+        # wrong shapes are ValueErrors too (not a TypeError inside the check)
+        ({"classes": 5}, "classes must be a non-empty list of integer class ids, got 5"),
+        ({"exclude": "head"}, "exclude must be a list of module names, got 'head'"),
+        ({"lora": 5}, "lora must be null or a mapping"),
     ],
 )
 def test_invalid_values_name_the_key(values, message):
@@ -58,6 +62,8 @@ def test_invalid_values_name_the_key(values, message):
 def test_set_needs_key_and_value():
     with pytest.raises(ValueError, match="--set expects KEY=VALUE"):
         load_config([], ["epochs"])
+    with pytest.raises(ValueError, match=r"--set epochs=\[1: line 1, column 3: expected ',' or ']'"):
+        load_config([], ["epochs=[1"])
 
 
 def test_methods_map_to_hot_configs():
@@ -74,3 +80,26 @@ def test_cli_reports_config_errors(capsys, tmp_path):
 
     assert main(["train", "--out", str(tmp_path), "--set", "epochs=-1"]) == 2
     assert "epochs must be an integer >= 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"epochs: [1, 2\nlr: 3\n", "line 2, column 3: expected ',' or ']', but got ':'"),
+        (b"epochs: 1\n\tlr: 3\n", "line 2, column 1: found character '\\t' that cannot start any token"),
+        (b"- epochs\n- lr\n", "a config file must hold a mapping of keys, got list"),
+        (b"epochs: 1\n\xff\n", "not UTF-8 text (byte 0xff at offset 10)"),
+        (b"epochs: 1\n\x01\n", "unacceptable character #x0001 at offset 10"),
+        (None, "No such file or directory"),
+    ],
+)
+def test_cli_unreadable_config_file_is_one_line_naming_it(capsys, tmp_path, content, problem):
+    from hot.cli import main
+
+    path = tmp_path / "bad.yaml"
+    if content is not None:
+        path.write_bytes(content)
+    assert main(["train", "--out", str(tmp_path / "out"), "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"hot train: error: {path}: {problem}"), err
+    assert not (tmp_path / "out").exists()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -62,7 +64,8 @@ def test_full_config_dry_run_resolves_every_table(tmp_path: Path) -> None:
             assert f"{tmp_path}/tables/{table}.{ext}" in text, f"{table}.{ext} not in the DAG"
     assert f"{tmp_path}/tables/summary.md" in text
     blocks = _job_blocks(text)
-    assert len(blocks["pretrain"]) == 85  # Table 4: 17 rows x 5 methods
+    # Table 4: 17 rows x 5 methods, but its CIFAR-100 EfficientFormer-L1 HOT run is Table 2's r = 8 (an ablation)
+    assert len(blocks["pretrain"]) == 84
     measured = {"kernels", "kernel_tests", "latency", "bench_latency", "bench_end_to_end", "memory", "gbops"}
     assert measured | {"finetune", "ablations"} <= set(blocks)
     for name in ("latency", "end_to_end"):
@@ -93,19 +96,101 @@ def test_table_jobs_depend_on_results_and_their_own_code_only(tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("override", "named"),
     [
-        (["epochz=3"], "epochz"),  # unknown key
-        (["seeds=abc"], "seeds"),  # wrong type
-        (["device=gpu"], "device"),  # bad value
-        (["preset=embedded", "backend=int3"], "backend"),
+        (["epochz=3"], "$: Additional properties are not allowed ('epochz' was unexpected)"),  # misspelt key
+        (["seeds=abc"], "$.seeds: 'abc' is not of type 'array'"),  # wrong type
+        (["device=gpu"], "$.device: 'gpu' is not one of"),  # bad value
+        (["preset=embedded", "backend=int3"], "$.backend"),
+        # train overrides are typed: a bad one stops here, not inside a training job
+        (["train_overrides={epochs: abc}"], "$.train_overrides.epochs: 'abc' is not of type 'integer'"),
+        (["train_overrides={optimizer: adam}"], "$.train_overrides.optimizer: 'adam' is not one of"),
+        (["train_overrides={epochz: 1}"], "$.train_overrides: Additional properties are not allowed ('epochz'"),
+        # an experiment's model is part of its runs' directory names
+        (["experiments={table2: {model: 'x/../y'}}"], "$.experiments.table2.model: 'x/../y' does not match"),
     ],
 )
 def test_bad_config_stops_before_any_job_naming_the_key(tmp_path: Path, override: list[str], named: str) -> None:
     out = snakemake("-n", "--nolock", "--config", f"results_dir={tmp_path}/r", *override)
     text = out.stdout + out.stderr
     assert out.returncode != 0
-    assert "Error validating config" in text
-    assert named in text
+    assert f"Error validating config: {named}" in text
     assert "Job stats" not in text
+    assert len(text.splitlines()) < 30, text  # the key and the problem, not snakemake's dump of the whole schema
+    assert "Failed validating" not in text
+
+
+def test_unknown_preset_is_refused_before_it_becomes_a_path(tmp_path: Path) -> None:
+    out = snakemake("-n", "--nolock", "--config", f"results_dir={tmp_path}/r", "preset=../../x")
+    text = out.stdout + out.stderr
+    assert out.returncode != 0
+    assert "unknown preset '../../x'; known presets: full, embedded, gpu" in text
+    assert "x.yaml" not in text
+    assert len(text.splitlines()) < 30, text
+
+
+def test_schema_presets_are_the_preset_files() -> None:
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    files = sorted(p.stem for p in (REPO / "config").glob("*.yaml"))
+    assert schema["properties"]["preset"]["enum"] == ["full", *files]
+
+
+def test_schema_overrides_are_train_config_keys_with_its_choices() -> None:
+    import dataclasses
+
+    from hot.train.config import OPTIMIZERS, SCHEDULERS, TORCH_COMPILE, TrainConfig
+
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    overrides = schema["$defs"]["overrides"]
+    assert overrides["additionalProperties"] is False
+    assert set(overrides["properties"]) <= {f.name for f in dataclasses.fields(TrainConfig)}
+    for key, choices in (("optimizer", OPTIMIZERS), ("scheduler", SCHEDULERS), ("torch_compile", TORCH_COMPILE)):
+        assert overrides["properties"][key]["enum"] == list(choices), key
+
+
+def test_config_values_reach_shell_commands_quoted(tmp_path: Path) -> None:
+    """A model string with shell syntax and a results_dir with a space are single arguments of each command."""
+    results = f"{tmp_path}/my results"
+    models = {"gbops": f"x; touch {tmp_path}/pwned", "memory_figure": f"y$(touch {tmp_path}/pwned2)"}
+    settings = tmp_path / "quoting.yaml"
+    settings.write_text(
+        yaml.safe_dump(
+            {
+                "preset": "embedded",
+                "results_dir": results,
+                "tables_dir": f"{tmp_path}/my tables",
+                "analysis": {name: {"model": model} for name, model in models.items()},
+            }
+        )
+    )
+    out = snakemake(
+        "-n", "--printshellcmds", "--forceall", "--nolock", "--cores", "2", "--configfile", str(settings),
+        "--", "table2", "memory_figure",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    commands = [line.removeprefix("Shell command: ") for line in out.stdout.splitlines() if "Shell command: " in line]
+    programs = set()
+    for command in commands:
+        args = shlex.split(command)
+        programs.add(next(a for a in args if "=" not in a))  # past the VAR=value prefixes
+        assert sum(a.count(results) for a in args) == command.count(results) > 0, command  # no path split
+        if "train.sh" in args:
+            assert json.loads(args[args.index("workflow/scripts/train.sh") + 2])["model"] == "vit_tiny_fmnist"
+        if "gbops" in args or "memory" in args:
+            assert args[args.index("--model") + 1] in models.values(), command
+    assert {"hot", "bash"} <= programs
+    assert any("gbops" in c for c in commands) and any("hot memory" in c for c in commands)
+    assert any("hot tables table2" in c for c in commands)
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()
+
+
+def test_results_dir_with_a_space_runs(tmp_path: Path) -> None:
+    """The kernels job (built: never, nothing to compile) runs its script with the quoted paths."""
+    results = tmp_path / "my results"
+    out = snakemake(
+        "--nolock", "--cores", "1", "--config", f"results_dir={results}", "kernels={build: never}",
+        "--", f"{results}/kernels/build.json",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads((results / "kernels" / "build.json").read_text())["status"].startswith("not built: disabled")
 
 
 def test_bad_nested_key_is_named(tmp_path: Path) -> None:

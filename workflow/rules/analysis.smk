@@ -8,7 +8,9 @@ rule memory:
     output:
         f"{R}/analysis/{{view}}.json",
     params:
-        spec=lambda w: config["analysis"][w.view],
+        model=lambda w: config["analysis"][w.view]["model"],
+        batch_size=lambda w: config["analysis"][w.view]["batch_size"],
+        num_classes=lambda w: config["analysis"][w.view]["num_classes"],
     log:
         f"{LOGS}/analysis/{{view}}.log",
     benchmark:
@@ -19,8 +21,8 @@ rule memory:
     resources:
         **res("analysis"),
     shell:
-        "OMP_NUM_THREADS={threads} hot memory --model {params.spec[model]} --batch-size {params.spec[batch_size]}"
-        " --num-classes {params.spec[num_classes]} --methods fp,hot,hot_abc --out {output} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} hot memory --model {params.model:q} --batch-size {params.batch_size:q}"
+        " --num-classes {params.num_classes:q} --methods fp,hot,hot_abc --out {output:q} > {log:q} 2>&1"
 
 
 rule gbops:
@@ -37,4 +39,5 @@ rule gbops:
     resources:
         **res("analysis"),
     shell:
-        "OMP_NUM_THREADS={threads} hot gbops --model {params.model} --ranks {params.ranks} --out {output} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} hot gbops --model {params.model:q} --ranks {params.ranks:q} --out {output:q}"
+        " > {log:q} 2>&1"

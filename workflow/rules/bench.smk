@@ -18,7 +18,7 @@ rule bench_latency:
     resources:
         **res("latency"),
     shell:
-        "hot bench --sections layers,kernels --out {output} > {log} 2>&1"
+        "hot bench --sections layers,kernels --out {output:q} > {log:q} 2>&1"
 
 
 rule bench_end_to_end:
@@ -34,4 +34,4 @@ rule bench_end_to_end:
     resources:
         **res("end_to_end"),
     shell:
-        "hot bench --sections step,equivalence --out {output} > {log} 2>&1"
+        "hot bench --sections step,equivalence --out {output:q} > {log:q} 2>&1"

@@ -99,5 +99,8 @@ def table_files(tables):
 
 
 def result_args(wildcards, input):
-    """``--input ROLE=PATH`` for every named input of a table rule but its code and the paper values."""
-    return " ".join(f"--input {role}={path}" for role, path in input.items() if role not in ("code", "paper"))
+    """``--input ROLE=PATH`` for every named input of a table rule but its code and the paper values, as a list of
+    arguments for the shell command to quote one by one (``{params.inputs:q}``)."""
+    return [
+        arg for role, path in input.items() if role not in ("code", "paper") for arg in ("--input", f"{role}={path}")
+    ]

@@ -21,5 +21,5 @@ rule finetune:
     resources:
         **res("train"),
     shell:
-        "OMP_NUM_THREADS={threads} GPUS={resources.gpu} bash workflow/scripts/train.sh {output.metrics}"
-        " {params.settings:q} {params.tests} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} GPUS={resources.gpu} bash workflow/scripts/train.sh {output.metrics:q}"
+        " {params.settings:q} {params.tests:q} > {log:q} 2>&1"

@@ -20,4 +20,4 @@ rule kernel_tests:
     resources:
         **res("kernel_tests"),
     shell:
-        "bash workflow/scripts/kernels.sh test {input.build} {output} {params.junit} > {log} 2>&1"
+        "bash workflow/scripts/kernels.sh test {input.build:q} {output:q} {params.junit:q} > {log:q} 2>&1"

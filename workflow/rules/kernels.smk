@@ -23,4 +23,4 @@ rule kernels:
     resources:
         **res("kernels"),
     shell:
-        "MAX_JOBS={threads} bash workflow/scripts/kernels.sh build {params.mode} {output} > {log} 2>&1"
+        "MAX_JOBS={threads} bash workflow/scripts/kernels.sh build {params.mode:q} {output:q} > {log:q} 2>&1"

@@ -15,4 +15,4 @@ rule latency:
     resources:
         **res("latency"),
     shell:
-        "hot latency --out {output} > {log} 2>&1"
+        "hot latency --out {output:q} > {log:q} 2>&1"

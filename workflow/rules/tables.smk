@@ -29,7 +29,7 @@ for _t in TABLES:
         params:
             inputs=result_args,
             options=table_options(_t),
-            figure=lambda w, output: f"--figure {output.figure}" if "figure" in output.keys() else "",
+            figure=lambda w, output: ["--figure", output.figure] if "figure" in output.keys() else [],
             title=TABLE_TITLES[_t],
             table=_t,
             out_dir=lambda w, output: os.path.dirname(output.md),
@@ -41,9 +41,8 @@ for _t in TABLES:
         resources:
             **res("tables"),
         shell:
-            "hot tables {params.table} {params.inputs} --options {params.options:q} --out-dir {params.out_dir}"
-            " --data-out {output.data}"
-            " {params.figure} > {log} 2>&1"
+            "hot tables {params.table:q} {params.inputs:q} --options {params.options:q} --out-dir {params.out_dir:q}"
+            " --data-out {output.data:q} {params.figure:q} > {log:q} 2>&1"
 
 
 rule summary:
@@ -64,4 +63,4 @@ rule summary:
     resources:
         **res("tables"),
     shell:
-        "hot tables summary {params.inputs} --out-dir {params.out_dir} > {log} 2>&1"
+        "hot tables summary {params.inputs:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import json
@@ -31,6 +32,17 @@ def default_image_size(model: nn.Module) -> int:
     """The square input side the model was defined for (timm's pretrained_cfg), 224 if unknown."""
     cfg = getattr(model, "pretrained_cfg", None) or {}
     return int(cfg.get("input_size", (3, 224, 224))[-1])
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: argparse names the flag in its error (exit 2), before any model is built."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
 
 
 def split_list(text: str) -> list[str]:

@@ -22,7 +22,7 @@ from ..convert import model_token_grid
 from ..hla import HLA_BLOCK, TokenGrid, hla_windows
 from ..modules import conv_supported
 from ..paper import paper_values
-from .common import create_model, default_image_size, split_list, write_results
+from .common import create_model, default_image_size, positive_int, split_list, write_results
 
 FP32_BITS = (32, 32)
 UNITS = {"1e9": 1e9, "2^30": float(2**30)}
@@ -228,9 +228,9 @@ def candidate_table(shapes224: list[LayerShape]) -> list[dict[str, Any]]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="timm model name (random weights)")
     parser.add_argument("--ranks", default="16,8,4,2,1", help="HLA ranks r (comma list)")
-    parser.add_argument("--image-size", type=int, default=None, help="input side; default the model's own")
-    parser.add_argument("--batch-size", type=int, default=1)
-    parser.add_argument("--num-classes", type=int, default=100)
+    parser.add_argument("--image-size", type=positive_int, default=None, help="input side; default the model's own")
+    parser.add_argument("--batch-size", type=positive_int, default=1)
+    parser.add_argument("--num-classes", type=positive_int, default=100)
     parser.add_argument("--method", choices=("hot", "fp"), default="hot")
     parser.add_argument("--ops", choices=sorted(OPS_PER_MAC), default="flop", help="count a MAC as 1 or 2 operations")
     parser.add_argument("--unit", choices=sorted(UNITS), default="1e9", help="what one GBOP is")
@@ -250,8 +250,6 @@ def run(args: argparse.Namespace) -> int:
         ranks = [int(r) for r in split_list(args.ranks)]
         if not ranks or any(not 1 <= r <= HLA_BLOCK for r in ranks):
             raise ValueError(f"--ranks must be integers in 1..{HLA_BLOCK}, got {args.ranks!r}")
-        if args.batch_size < 1:
-            raise ValueError(f"--batch-size must be positive, got {args.batch_size}")
         table2 = paper_values()["table2"]
         if args.candidates and args.model != table2["model"]:
             raise ValueError(f"--candidates compares with Table 2, which is {table2['model']}, not {args.model}")

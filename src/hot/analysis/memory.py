@@ -25,7 +25,7 @@ from ..config import PRESETS, HOTConfig, preset
 from ..convert import convert, hot_layers
 from ..hla import HLA_BLOCK
 from ..paper import paper_values
-from .common import create_model, default_image_size, split_list, write_results
+from .common import create_model, default_image_size, positive_int, split_list, write_results
 
 GIB = 2**30
 FP32_BYTES = 4
@@ -92,7 +92,8 @@ def paper_accounting(
     """The authors' accounting for each method, one row each (shapes traced on the meta device: no allocation)."""
     model = create_model(model_name, num_classes, device="meta").eval()
     size = image_size or default_image_size(model)
-    outputs = layer_output_elements(model, torch.empty(batch_size, 3, size, size, device="meta"))
+    with _image_size_checked(model_name, image_size):
+        outputs = layer_output_elements(model, torch.empty(batch_size, 3, size, size, device="meta"))
     # the authors' script counts the fused qkv projection's output four times
     elements = sum(n * (4 if "qkv" in name else 1) for name, n in outputs.items())
     params = _parameter_rows(model, qkv_quirk=True)
@@ -207,7 +208,8 @@ def measured_accounting(
         if device == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        with torch.autocast(device, dtype=amp_dtype) if amp_dtype is not None else nullcontext():
+        autocast_context = torch.autocast(device, dtype=amp_dtype) if amp_dtype is not None else nullcontext()
+        with _image_size_checked(model_name, image_size), autocast_context:
             output, saved = saved_tensor_bytes(model, image, config.gw_bits / 8)  # one code per kept row element
         parts = {**_parameter_rows(model, qkv_quirk=False), "activation_bytes": saved["packed"]}
         row = _row("measured", model_name, method, batch_size, size, parts)
@@ -220,6 +222,18 @@ def measured_accounting(
         rows.append(row)
         del model, output
     return rows
+
+
+@contextmanager
+def _image_size_checked(model_name: str, image_size: int | None) -> Iterator[None]:
+    """A model built for one input size (a ViT's patch grid) fails in its forward on another: say so in one line."""
+    try:
+        yield
+    except (AssertionError, RuntimeError) as err:
+        if image_size is None:
+            raise
+        problem = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"--image-size {image_size} does not fit {model_name}: {problem}") from err
 
 
 def _cuda_step_peak(model: nn.Module, output: torch.Tensor, num_classes: int) -> int:
@@ -246,9 +260,9 @@ def paper_reference(model_name: str, batch_size: int) -> dict[str, Any]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="timm model name (random weights)")
-    parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--num-classes", type=int, default=100)
-    parser.add_argument("--image-size", type=int, default=None, help="input side; default the model's own")
+    parser.add_argument("--batch-size", type=positive_int, default=256)
+    parser.add_argument("--num-classes", type=positive_int, default=100)
+    parser.add_argument("--image-size", type=positive_int, default=None, help="input side; default the model's own")
     parser.add_argument("--methods", default="fp,hot,hot_abc", help=f"comma list of {sorted(PRESETS)}")
     parser.add_argument("--accounting", default="paper,measured", help="comma list of paper, measured")
     parser.add_argument(
@@ -273,8 +287,6 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"unknown method/accounting {unknown}; methods: {sorted(PRESETS)}, accountings: {ACCOUNTINGS}"
             )
-        if args.batch_size < 1:
-            raise ValueError(f"--batch-size must be positive, got {args.batch_size}")
         rows: list[dict[str, Any]] = []
         if "paper" in accountings:
             rows += paper_accounting(args.model, args.batch_size, args.num_classes, methods, args.image_size)

@@ -35,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         config = load_config(args.config, args.overrides)
-    except (ValueError, OSError) as err:
-        print(f"hot train: config error: {err}", file=sys.stderr)
+    except ValueError as err:  # load_config reports unreadable files, bad YAML and bad values as ValueError
+        print(f"hot train: error: {err}", file=sys.stderr)
         return 2
     train(config, args.out, resume=args.resume)
     return 0

@@ -98,10 +98,14 @@ class TrainConfig:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.classes is not None:
-            if not self.classes or not all(isinstance(c, int) and not isinstance(c, bool) for c in self.classes):
-                raise ValueError(f"classes must be a non-empty list of integer class ids, got {list(self.classes)!r}")
+            if not _is_list_of(self.classes, int) or not self.classes:
+                raise ValueError(f"classes must be a non-empty list of integer class ids, got {_shown(self.classes)!r}")
             if len(set(self.classes)) != len(self.classes) or min(self.classes) < 0:
-                raise ValueError(f"classes must be distinct non-negative ids, got {list(self.classes)!r}")
+                raise ValueError(f"classes must be distinct non-negative ids, got {_shown(self.classes)!r}")
+        if not _is_list_of(self.exclude, str):
+            raise ValueError(f"exclude must be a list of module names, got {_shown(self.exclude)!r}")
+        if self.lora is not None and not isinstance(self.lora, dict):
+            raise ValueError(f"lora must be null or a mapping of LoRA settings, got {self.lora!r}")
         if not isinstance(self.scheduler_args, dict):
             raise ValueError(f"scheduler_args must be a mapping, got {self.scheduler_args!r}")
         if self.init is not None and not isinstance(self.init, str):
@@ -190,19 +194,48 @@ def load_config(files: Iterable[str | Path] = (), overrides: Iterable[str] = ())
     """Merge YAML files left to right (nested mappings merge), then ``KEY=VALUE`` overrides (dotted keys)."""
     merged: dict[str, Any] = {}
     for path in files:
-        data = yaml.load(Path(path).read_text(), Loader=_Loader) or {}
+        data = _read_yaml(path)
+        if data is None:
+            data = {}
         if not isinstance(data, dict):
-            raise ValueError(f"config file {path} must hold a mapping of keys, got {type(data).__name__}")
+            raise ValueError(f"{path}: a config file must hold a mapping of keys, got {type(data).__name__}")
         merged = deep_merge(merged, data)
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
-        value: Any = yaml.load(text, Loader=_Loader)
+        try:
+            value: Any = yaml.load(text, Loader=_Loader)
+        except yaml.YAMLError as err:
+            raise ValueError(f"--set {item}: {_yaml_problem(err)}") from None
         for part in reversed(key.split(".")[1:]):
             value = {part: value}
         merged = deep_merge(merged, {key.split(".")[0]: value})
     return TrainConfig.from_dict(merged)
+
+
+def _read_yaml(path: str | Path) -> Any:
+    """One config file's YAML; what makes it unreadable becomes a ValueError that starts with the file's name."""
+    try:
+        return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_Loader)
+    except OSError as err:
+        raise ValueError(f"{path}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start})") from None
+    except yaml.YAMLError as err:
+        raise ValueError(f"{path}: {_yaml_problem(err)}") from None
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML error in one line, with the 1-based line and column where the parser gives them."""
+    if isinstance(err, yaml.reader.ReaderError):  # its text names "<unicode string>", not the file
+        code = err.character if isinstance(err.character, int) else ord(err.character)
+        return f"unacceptable character #x{code:04x} at offset {err.position}: {err.reason}"
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem:
+        where = f"line {err.problem_mark.line + 1}, column {err.problem_mark.column + 1}: " if err.problem_mark else ""
+        context = f" ({err.context})" if err.context else ""
+        return f"{where}{err.problem}{context}"
+    return " ".join(str(err).split())
 
 
 class _Loader(yaml.SafeLoader):
@@ -228,6 +261,18 @@ def deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, 
 
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_list_of(value: object, kind: type) -> bool:
+    """A list (a tuple once resolved) of ``kind`` items; bools are not integers here."""
+    return isinstance(value, (list, tuple)) and all(
+        isinstance(item, kind) and not isinstance(item, bool) for item in value
+    )
+
+
+def _shown(value: object) -> object:
+    """A resolved tuple as the list the config file wrote."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 def _int_at_least(name: str, value: object, low: int) -> None:

@@ -1,4 +1,9 @@
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -7,16 +12,34 @@ import yaml
 from hot.cli import main
 from hot.convert import hot_layers
 from hot.train import NonFiniteError, TrainConfig, train
+from hot.train import data as data_module
 from hot.train import loop as loop_module
 
 TIMES = ("time_s",)
+# `hot train` with every step slowed down, so that a test's SIGTERM surely lands mid-epoch.
+SLOW_HOT = """
+import sys, time
+from hot.cli import main
+from hot.train import loop
+
+step = loop._Run._step
+
+
+def slow(*args):
+    time.sleep(0.3)
+    return step(*args)
+
+
+loop._Run._step = slow
+sys.exit(main(sys.argv[1:]))
+"""
 
 
 def _epochs(metrics: dict) -> list[dict]:
     return [{k: v for k, v in record.items() if k not in TIMES} for record in metrics["epochs"]]
 
 
-def test_two_step_run_and_resume_after_kill_are_identical(tmp_path, tiny, monkeypatch):
+def test_two_step_run_and_resume_after_kill_are_identical(tmp_path, tiny, monkeypatch, capsys):
     # HOT with ABC and LQS (decisions saved and reused), INT8 warm-up, mixup (numpy RNG): everything resume must carry.
     tiny.update(method="hot_abc_lqs", mixup=0.5, cutmix=0.5)
     config_file = tmp_path / "tiny.yaml"
@@ -28,8 +51,8 @@ def test_two_step_run_and_resume_after_kill_are_identical(tmp_path, tiny, monkey
 
     save = loop_module._Run._checkpoint
 
-    def save_then_die(self, epoch, wall):
-        save(self, epoch, wall)
+    def save_then_die(self, *args):
+        save(self, *args)
         raise KeyboardInterrupt  # killed right after the first epoch's checkpoint
 
     monkeypatch.setattr(loop_module._Run, "_checkpoint", save_then_die)
@@ -37,7 +60,9 @@ def test_two_step_run_and_resume_after_kill_are_identical(tmp_path, tiny, monkey
         train(TrainConfig.from_dict(tiny), killed)
     assert not (killed / "metrics.json").exists()
     monkeypatch.setattr(loop_module._Run, "_checkpoint", save)
+    capsys.readouterr()
     assert main(["train", "--out", str(killed), "--config", str(config_file), "--set", "epochs=2"]) == 0
+    assert f"resuming from {killed / 'checkpoint.pt'}: epoch 1, batch 1 (of 1), step 1\n" in capsys.readouterr().err
 
     a, b = (json.loads((d / "metrics.json").read_text()) for d in (whole, killed))
     assert _epochs(a) == _epochs(b)
@@ -144,3 +169,122 @@ def test_compiled_training_equals_eager_training(tmp_path, tiny):
 def test_unknown_torch_compile_backend_is_named():
     with pytest.raises(ValueError, match="torch_compile"):
         TrainConfig(torch_compile="tensorrt")
+
+
+def _same_run(a_dir, b_dir):
+    a, b = (json.loads((d / "metrics.json").read_text()) for d in (a_dir, b_dir))
+    assert _epochs(a) == _epochs(b) and a["lqs"] == b["lqs"]
+    wa, wb = (torch.load(d / "model.pt", weights_only=True)["state_dict"] for d in (a_dir, b_dir))
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+@pytest.fixture
+def six_batches(tiny):
+    # Six batches an epoch (mixup drops none), HOT with LQS and mixup (numpy RNG) as state a resume must carry.
+    tiny.update(method="hot_abc_lqs", mixup=0.5, cutmix=0.5, batch_size=8, train_subset=48, test_subset=16)
+    tiny["max_train_batches"] = None
+    return tiny
+
+
+def test_sigterm_stops_after_a_step_and_the_resume_ends_as_an_uninterrupted_run(tmp_path, six_batches, capsys):
+    config_file = tmp_path / "tiny.yaml"
+    config_file.write_text(yaml.safe_dump(six_batches))
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    env = {k: v for k, v in os.environ.items() if k != loop_module.PROGRESS_ENV}
+    args = ["train", "--out", str(stopped), "--config", str(config_file)]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SLOW_HOT, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
+    seen = []
+    for line in proc.stderr:  # a pipe, not a terminal: progress comes as lines
+        seen.append(line)
+        if line.startswith("epoch 1/2: batch "):
+            proc.send_signal(signal.SIGTERM)
+            break
+    err = "".join(seen) + proc.stderr.read()  # through the same buffer as the lines above
+    assert proc.wait(timeout=300) == 143, err
+    assert re.search(r"^epoch 1/2: batch 1/6 \(16%\), loss \d+\.\d{4}, [0-9.e-]+ s/batch$", err, re.M), err
+    stop_line = r"^stopped by SIGTERM at (epoch \d, batch (\d) \(of 6\), step \d+); checkpoint: (.*) \("
+    found = re.search(stop_line, err, re.M)
+    assert found and found[3] == str(stopped / "checkpoint.pt"), err
+    saved = torch.load(stopped / "checkpoint.pt", weights_only=True)
+    assert saved["epoch"] == 0 and saved["in_epoch"]["batch"] == int(found[2]) < 6  # mid-epoch, as the test meant
+    assert not (stopped / "metrics.json").exists()
+
+    capsys.readouterr()
+    assert main(args) == 0
+    assert f"resuming from {stopped / 'checkpoint.pt'}: {found[1]}\n" in capsys.readouterr().err
+    train(TrainConfig.from_dict(six_batches), whole)
+    _same_run(whole, stopped)
+
+
+def test_sigint_mid_epoch_with_in_process_augmentation_resumes_exactly(tmp_path, six_batches, monkeypatch, capsys):
+    get, step = data_module.ImageTensorDataset.__getitem__, loop_module._Run._step
+
+    def augmented(self, i):  # draws the global RNG while loading, as CIFAR's augmentation does without workers
+        x, y = get(self, i)
+        return x + 0.05 * torch.rand(x.shape), y
+
+    def interrupted_at_step_8(self, x, y, epoch, index, global_step):
+        loss = step(self, x, y, epoch, index, global_step)
+        if global_step == 7:
+            os.kill(os.getpid(), signal.SIGINT)
+        return loss
+
+    monkeypatch.setattr(data_module.ImageTensorDataset, "__getitem__", augmented)
+    config = TrainConfig.from_dict(six_batches)
+    train(config, tmp_path / "whole")
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(loop_module._Run, "_step", interrupted_at_step_8)
+    with pytest.raises(loop_module.Stopped) as stop:
+        train(config, tmp_path / "stopped")
+    assert stop.value.code == 130 and (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+    monkeypatch.setattr(loop_module._Run, "_step", step)
+    capsys.readouterr()
+    train(config, tmp_path / "stopped")
+    assert "resuming from " in capsys.readouterr().err  # epoch 2, batch 2 (of 6), step 8
+    _same_run(tmp_path / "whole", tmp_path / "stopped")
+
+
+def test_stale_temporary_checkpoints_are_removed_at_start(tmp_path, tiny, capsys):
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    stale, live, other = (
+        tmp_path / f".checkpoint.pt.tmp{finished.pid}",
+        tmp_path / ".checkpoint.pt.tmp1",  # pid 1 always runs
+        tmp_path / ".notes.tmpx",
+    )
+    for path in (stale, live, other):
+        path.write_bytes(b"partial")
+    train(TrainConfig.from_dict({**tiny, "epochs": 1}), tmp_path)
+    assert not stale.exists() and live.exists() and other.exists()
+    assert f"removed {stale}: a partial save by process {finished.pid}, which no longer runs" in capsys.readouterr().err
+
+
+def test_a_failed_save_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "checkpoint.pt"
+    target.write_bytes(b"old")
+
+    def disk_full(obj, f):
+        f.write(b"half a checkpoint")
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(loop_module.torch, "save", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        loop_module._save_atomic({"epoch": 1}, target)
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"] and target.read_bytes() == b"old"
+
+
+def test_progress_lines_every_tenth_of_an_epoch(capsys, monkeypatch):
+    monkeypatch.delenv(loop_module.PROGRESS_ENV, raising=False)
+    assert loop_module._progress_mode(main=True) == "lines"  # stderr is captured, not a terminal
+    progress = loop_module._Progress("lines", 0, 3, 25, 0)
+    for done in range(1, 26):
+        progress.update(done, 2.5)
+    lines = capsys.readouterr().err.splitlines()
+    assert [int(re.match(r"epoch 1/3: batch (\d+)/25 ", line)[1]) for line in lines] == [
+        3, 5, 8, 10, 13, 15, 18, 20, 23, 25
+    ]  # fmt: skip
+    monkeypatch.setenv(loop_module.PROGRESS_ENV, "bars")
+    with pytest.raises(ValueError, match="HOT_PROGRESS='bars'"):
+        loop_module._progress_mode(main=True)

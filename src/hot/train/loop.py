@@ -4,16 +4,25 @@ Reproducibility across a kill and resume rests on three things: the checkpoint h
 changes during an epoch (weights, optimiser, scheduler, the HOT layers' rounding step counters as module extra
 state, the RNG states), the shuffling and worker seeds are a function of (seed, epoch) alone, and the stochastic
 rounding in HOT is a hash of (seed, layer, step), not an RNG draw.
+
+SIGTERM (SLURM, ``kill``, torchrun passing on its own) or SIGINT during training stops the run after the optimizer
+step in progress, with a checkpoint of that point: the epoch, the batches done in it and their loss sums. A resume
+rebuilds that epoch's loader (same order), loads and discards the batches done, and goes on with the next one, so
+that an interrupted and resumed run ends with the same weights and metrics as an uninterrupted one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import random
+import re
 import resource
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,10 +46,24 @@ from .models import classifier_name, create_model, default_image_size
 
 CHECKPOINT, METRICS, MODEL, LQS = "checkpoint.pt", "metrics.json", "model.pt", "lqs.json"
 WARMUP_BITS = 8
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# Per-step progress: "bar" (tqdm), "lines" (one every ~10% of an epoch, for logs) or "none"; unset: a bar where
+# stderr is a terminal, lines elsewhere.
+PROGRESS_ENV, PROGRESS_MODES = "HOT_PROGRESS", ("bar", "lines", "none")
+# _save_atomic's temporary files: .<name>.tmp<pid of the writer>
+TEMPORARY = re.compile(r"\.(?P<name>.+)\.tmp(?P<pid>[0-9]+)")
 
 
 class NonFiniteError(FloatingPointError):
     """A loss or gradient became NaN or Inf."""
+
+
+class Stopped(SystemExit):
+    """Training stopped on SIGTERM or SIGINT once its checkpoint was written; exits with 128 + the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum
 
 
 @dataclass(frozen=True)
@@ -66,12 +89,21 @@ class Distributed:
         dist.all_reduce(t)
         return t.tolist()
 
+    def gather(self, values: list[float], device: torch.device) -> list[list[float]]:
+        """Every process's ``values``, in rank order (each process fills its own slots of one sum)."""
+        n = len(values)
+        slots = [0.0] * (n * self.world)
+        slots[self.rank * n : (self.rank + 1) * n] = values
+        total = self.sum(slots, device)
+        return [total[r * n : (r + 1) * n] for r in range(self.world)]
+
 
 def train(config: TrainConfig, out: str | os.PathLike, resume: bool | None = None) -> dict[str, Any]:
     """Train as ``config`` says, writing into ``out``; returns the metrics (also written to metrics.json).
 
     ``resume``: None resumes when ``out`` holds a checkpoint, True the same, False starts afresh. Under torchrun
-    (WORLD_SIZE > 1) every process calls this; rank 0 writes the files.
+    (WORLD_SIZE > 1) every process calls this; rank 0 writes the files. SIGTERM or SIGINT while training raises
+    :class:`Stopped` (a SystemExit, code 143 or 130) after checkpointing the step it stopped at.
     """
     world = int(os.environ.get("WORLD_SIZE", "1"))
     own_group = world > 1 and not dist.is_initialized()
@@ -177,9 +209,42 @@ def _plain_state(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def _save_atomic(obj: Any, path: Path) -> None:
+    # Readers see the old file or the new one, never part of one; a process killed mid-save leaves its temporary
+    # file, which the next run in the directory removes (_remove_stale_temporaries).
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())  # the data is on disk before the rename makes it the file
+        os.replace(tmp, path)
+    except BaseException:  # KeyboardInterrupt too: a second Ctrl-C may land here
+        tmp.unlink(missing_ok=True)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)  # the rename itself survives a crash once the directory entry is on disk
+    finally:
+        os.close(directory)
+
+
+def _remove_stale_temporaries(directory: Path) -> None:
+    """Delete _save_atomic's temporary files whose writer no longer runs (killed while saving)."""
+    for path in directory.iterdir():
+        found = TEMPORARY.fullmatch(path.name)
+        if found and path.is_file() and not _running(int(found["pid"])):
+            path.unlink(missing_ok=True)
+            print(f"removed {path}: a partial save by process {found['pid']}, which no longer runs", file=sys.stderr)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, as another user's
+        return True
+    return True
 
 
 def _rng_state() -> dict[str, Any]:
@@ -201,8 +266,97 @@ def _set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+@contextlib.contextmanager
+def _rng_kept() -> Iterator[None]:
+    state = _rng_state()
+    try:
+        yield
+    finally:
+        _set_rng_state(state)
+
+
 def _epoch_seed(seed: int, epoch: int) -> int:
     return int(np.random.SeedSequence([seed, epoch]).generate_state(1)[0])
+
+
+def _progress_mode(main: bool) -> str:
+    asked = os.environ.get(PROGRESS_ENV, "")
+    if asked and asked not in PROGRESS_MODES:
+        raise ValueError(f"{PROGRESS_ENV}={asked!r}: expected one of {list(PROGRESS_MODES)} (or unset)")
+    if not main:
+        return "none"
+    return asked or ("bar" if sys.stderr.isatty() else "lines")
+
+
+class _Progress:
+    """One epoch's per-step progress on stderr: a tqdm bar with the running loss, or a line every ~10% of it."""
+
+    def __init__(self, mode: str, epoch: int, epochs: int, total: int, done: int) -> None:
+        self.name, self.total, self.first, self.t0 = f"epoch {epoch + 1}/{epochs}", total, done, time.perf_counter()
+        self.lines = mode == "lines"
+        self.bar = tqdm(desc=self.name, total=total, initial=done, leave=False) if mode == "bar" else None
+
+    def update(self, done: int, loss: float) -> None:
+        """``done`` batches of the epoch are done; ``loss`` is their mean loss."""
+        if self.bar is not None:
+            self.bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+            self.bar.update(done - self.bar.n)
+        elif self.lines and done * 10 // self.total > (done - 1) * 10 // self.total:
+            per_batch = (time.perf_counter() - self.t0) / (done - self.first)
+            print(
+                f"{self.name}: batch {done}/{self.total} ({100 * done // self.total}%), loss {loss:.4f}, "
+                f"{per_batch:.3g} s/batch",
+                file=sys.stderr,
+            )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+@dataclass(frozen=True)
+class _EpochSoFar:
+    """How far an epoch got: batches done, this process's loss sum and sample count over them, time spent."""
+
+    batches: int = 0
+    loss_sum: float = 0.0
+    count: int = 0
+    time_s: float = 0.0
+
+
+class _StopRequest:
+    """SIGTERM or SIGINT while training: noted here, acted on after the step in progress (_Run._stop_if_asked).
+
+    A second signal gives up waiting (for a step that hangs): the previous handlers come back and get it, so SIGINT
+    raises KeyboardInterrupt and SIGTERM ends the process, both without a checkpoint.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.previous: dict[int, Any] = {}
+
+    @contextlib.contextmanager
+    def caught(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # only the main thread may set handlers: a run in another thread leaves the process's alone
+            return
+        self.previous = {s: signal.signal(s, self._note) for s in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            self._restore()
+
+    def _note(self, signum: int, frame: Any) -> None:
+        if self.signum is None:
+            self.signum = signum
+            return
+        self._restore()
+        signal.raise_signal(signum)
+
+    def _restore(self) -> None:
+        for s, handler in self.previous.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)  # None: a handler set outside Python
+        self.previous = {}
 
 
 class _Run:
@@ -242,8 +396,14 @@ class _Run:
         self.scheduler = self._scheduler()
         self.mixup = self._mixup()
         self.criterion = self._criterion()
+        per_epoch = len(self._train_loader(0))  # the same every epoch
+        self.batches = min(per_epoch, config.max_train_batches or per_epoch)
+        self.progress = _progress_mode(place.main)
+        self.stop = _StopRequest()
         self.history: list[dict[str, Any]] = []
         self.start_epoch, self.wall_before, self.peak_before = 0, 0.0, 0
+        self.resumed = _EpochSoFar()  # of epoch start_epoch
+        self.started = time.perf_counter()
 
     # --- setup -------------------------------------------------------------------------------------------------
 
@@ -332,7 +492,8 @@ class _Run:
     # --- checkpoint --------------------------------------------------------------------------------------------
 
     def _resume(self) -> None:
-        saved = torch.load(self.out / CHECKPOINT, map_location="cpu", weights_only=True)
+        path = self.out / CHECKPOINT
+        saved = torch.load(path, map_location="cpu", weights_only=True)
         now, then = self.config.to_dict(), saved["config"]
         differ = sorted(k for k in set(now) | set(then) if k not in RESUME_FREE_KEYS and now.get(k) != then.get(k))
         if differ:
@@ -348,46 +509,89 @@ class _Run:
         self.wall_before, self.peak_before = float(saved["wall_time_s"]), int(saved["peak_memory_bytes"])
         if self.hot_config is not None and self.hot_config.lqs and (self.out / LQS).is_file():
             lqs.load_decisions(self.net, self.out / LQS)
+        part = saved.get("in_epoch")  # checkpoints written before mid-epoch stops existed have none
+        if part is not None:
+            if part["world"] != self.place.world:
+                raise ValueError(
+                    f"{path} was written mid-epoch by {part['world']} process(es); resume it with as many (each "
+                    f"process's share of the epoch's batches depends on their number), not {self.place.world}"
+                )
+            loss_sum, count = part["sums"][self.place.rank]
+            self.resumed = _EpochSoFar(int(part["batch"]), loss_sum, int(count), float(part["time_s"]))
+        if self.place.main:
+            print(f"resuming from {path}: {self._where(self.start_epoch, self.resumed.batches)}", file=sys.stderr)
 
-    def _checkpoint(self, epoch: int, wall: float) -> None:
+    def _where(self, epochs_done: int, batch: int) -> str:
+        # The last step done: a checkpoint between epochs stands at the end of the last one.
+        step = epochs_done * self.batches + batch
+        epoch, batch = (epochs_done, self.batches) if batch == 0 else (epochs_done + 1, batch)
+        return f"epoch {epoch}, batch {batch} (of {self.batches}), step {step}"
+
+    def _checkpoint(self, epochs_done: int, so_far: _EpochSoFar = _EpochSoFar()) -> None:
+        """Everything a resume needs, after ``epochs_done`` epochs and ``so_far.batches`` batches of the next."""
+        part = None
+        if so_far.batches:
+            sums = self.place.gather([so_far.loss_sum, so_far.count], self.device)
+            part = {"batch": so_far.batches, "sums": sums, "time_s": so_far.time_s, "world": self.place.world}
         if self.place.main:
             state = {
-                "epoch": epoch,
+                "epoch": epochs_done,
+                "in_epoch": part,
                 "model": self.net.state_dict(),
                 "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(),
                 "rng": _rng_state(),
                 "history": self.history,
                 "config": self.config.to_dict(),
-                "wall_time_s": wall,
+                "wall_time_s": self._wall(),
                 "peak_memory_bytes": self._peak_memory(),
             }
             _save_atomic(state, self.out / CHECKPOINT)
         self.place.barrier()
+
+    def _stop_if_asked(self, epochs_done: int, so_far: _EpochSoFar = _EpochSoFar()) -> None:
+        signum = self._stop_signal()
+        if signum is None:
+            return
+        if so_far.batches:  # between epochs, the epoch's own checkpoint was just written
+            self._checkpoint(epochs_done, so_far)
+        if self.place.main:
+            tqdm.write(
+                f"stopped by {signal.Signals(signum).name} at {self._where(epochs_done, so_far.batches)}; "
+                f"checkpoint: {self.out / CHECKPOINT} (the same command resumes from it)",
+                file=sys.stderr,
+            )
+        raise Stopped(signum)
+
+    def _stop_signal(self) -> int | None:
+        # Every process stops after the same step (one that stopped alone would leave the others waiting in a
+        # collective), so they agree: the run stops when any process got a signal.
+        got = self.place.sum([float(self.stop.signum == s) for s in STOP_SIGNALS], self.device)
+        return next((s for s, n in zip(STOP_SIGNALS, got, strict=True) if n), None)
 
     # --- training ----------------------------------------------------------------------------------------------
 
     def run(self, resume: bool) -> dict[str, Any]:
         if self.place.main:
             self.out.mkdir(parents=True, exist_ok=True)
+            _remove_stale_temporaries(self.out)
         self.place.barrier()
         if resume and (self.out / CHECKPOINT).is_file():
             self._resume()
-        started = time.perf_counter()
-        epochs = range(self.start_epoch, self.config.epochs)
-        for epoch in tqdm(
-            epochs, desc="epochs", disable=self._quiet(), initial=self.start_epoch, total=self.config.epochs
-        ):
-            record = self._epoch(epoch)
-            self.history.append(record)
-            if self.place.main:
-                print(
-                    f"epoch {epoch + 1}/{self.config.epochs}: train loss {record['train_loss']:.4f}, "
-                    f"test loss {record['test_loss']:.4f}, top-1 {record['top1']:.2f}%",
-                    file=sys.stderr,
-                )
-            self._checkpoint(epoch + 1, self.wall_before + time.perf_counter() - started)
-        metrics = self._metrics(self.wall_before + time.perf_counter() - started)
+        self.started = time.perf_counter()
+        with self.stop.caught():
+            for epoch in range(self.start_epoch, self.config.epochs):
+                record = self._epoch(epoch)
+                self.history.append(record)
+                if self.place.main:
+                    print(
+                        f"epoch {epoch + 1}/{self.config.epochs}: train loss {record['train_loss']:.4f}, "
+                        f"test loss {record['test_loss']:.4f}, top-1 {record['top1']:.2f}%",
+                        file=sys.stderr,
+                    )
+                self._checkpoint(epoch + 1)
+                self._stop_if_asked(epoch + 1)
+        metrics = self._metrics(self._wall())
         if self.place.main:
             _save_atomic(
                 {
@@ -402,8 +606,8 @@ class _Run:
         self.place.barrier()
         return metrics
 
-    def _quiet(self) -> bool:
-        return not (self.place.main and sys.stderr.isatty())
+    def _wall(self) -> float:
+        return self.wall_before + time.perf_counter() - self.started
 
     def _epoch(self, epoch: int) -> dict[str, Any]:
         c = self.config
@@ -411,22 +615,30 @@ class _Run:
         if self.hot_config is not None:
             bits = WARMUP_BITS if epoch < c.int8_warmup_epochs else self.hot_config.gx_bits
             set_config(self.net, gx_bits=bits)
-        t0 = time.perf_counter()
-        loader = self._train_loader(epoch)
-        batches = min(len(loader), c.max_train_batches or len(loader))
+        so_far = self.resumed if epoch == self.start_epoch else _EpochSoFar()
+        t0 = time.perf_counter() - so_far.time_s
+        batches = iter(self._train_loader(epoch))
+        if so_far.batches:
+            # Load, not train on, the batches done before the stop: the loader's order and its workers' augmentation
+            # streams then stand where they stood. Loading in-process draws augmentation from the global RNG,
+            # which the checkpoint holds as it was after those batches: kept.
+            with _rng_kept():
+                for _ in itertools.islice(batches, so_far.batches):
+                    pass
         self.model.train()
-        loss_sum, count = 0.0, 0
-        for step, (x, y) in enumerate(
-            tqdm(loader, desc=f"epoch {epoch + 1}", total=batches, leave=False, disable=self._quiet())
-        ):
-            if step >= batches:
-                break
-            calibrating = self._needs_lqs() and epoch == 0 and step == 0
-            with lqs.calibrate(self.net) if calibrating else contextlib.nullcontext():
-                loss = self._step(x, y, epoch, step, epoch * batches + step)
-            if calibrating:
-                self._share_lqs()
-            loss_sum, count = loss_sum + loss * len(y), count + len(y)
+        loss_sum, count = so_far.loss_sum, so_far.count
+        progress = _Progress(self.progress, epoch, c.epochs, self.batches, so_far.batches)
+        with contextlib.closing(progress):
+            # zip asks the range first: no batch past the epoch's last is loaded (it would draw augmentation RNG)
+            for step, (x, y) in zip(range(so_far.batches, self.batches), batches, strict=False):
+                calibrating = self._needs_lqs() and epoch == 0 and step == 0
+                with lqs.calibrate(self.net) if calibrating else contextlib.nullcontext():
+                    loss = self._step(x, y, epoch, step, epoch * self.batches + step)
+                if calibrating:
+                    self._share_lqs()
+                loss_sum, count = loss_sum + loss * len(y), count + len(y)
+                progress.update(step + 1, loss_sum / count)
+                self._stop_if_asked(epoch, _EpochSoFar(step + 1, loss_sum, count, time.perf_counter() - t0))
         loss_sum, count = self.place.sum([loss_sum, count], self.device)
         lr = self.optimizer.param_groups[0]["lr"]
         self.scheduler.step()
@@ -438,7 +650,7 @@ class _Run:
             "top1": top1,
             "lr": lr,
             "gx_bits": bits,
-            "train_batches": batches,
+            "train_batches": self.batches,
             "time_s": time.perf_counter() - t0,
         }
 

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "HOT against bf16 / torchao on a Hopper GPU: per-layer, kernels, end-to-end; one JSON",
     ),
     "tables": ("hot.tables.cli", "regenerate the paper's tables from results"),
+    "slots": ("hot.gpu_slots", "run a command on GPUs of its own (CUDA_VISIBLE_DEVICES), waiting while they are busy"),
 }
 
 

@@ -18,7 +18,8 @@ rule bench_latency:
     resources:
         **res("latency"),
     shell:
-        "hot bench --sections layers,kernels --out {output:q} > {log:q} 2>&1"
+        "hot slots --gpus {resources.gpu} --job bench_latency --"
+        " hot bench --sections layers,kernels --out {output:q} > {log:q} 2>&1"
 
 
 rule bench_end_to_end:
@@ -34,4 +35,5 @@ rule bench_end_to_end:
     resources:
         **res("end_to_end"),
     shell:
-        "hot bench --sections step,equivalence --out {output:q} > {log:q} 2>&1"
+        "hot slots --gpus {resources.gpu} --job bench_end_to_end --"
+        " hot bench --sections step,equivalence --out {output:q} > {log:q} 2>&1"

@@ -20,4 +20,5 @@ rule kernel_tests:
     resources:
         **res("kernel_tests"),
     shell:
-        "bash workflow/scripts/kernels.sh test {input.build:q} {output:q} {params.junit:q} > {log:q} 2>&1"
+        "hot slots --gpus {resources.gpu} --job kernel_tests --"
+        " bash workflow/scripts/kernels.sh test {input.build:q} {output:q} {params.junit:q} > {log:q} 2>&1"

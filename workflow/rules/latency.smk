@@ -15,4 +15,5 @@ rule latency:
     resources:
         **res("latency"),
     shell:
-        "hot latency --out {output:q} > {log:q} 2>&1"
+        "hot slots --gpus {resources.gpu} --job latency --"
+        " hot latency --out {output:q} > {log:q} 2>&1"

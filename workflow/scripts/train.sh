@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One training run: train.sh METRICS_JSON SETTINGS_JSON [KERNEL_TESTS_JSON]
-# With GPUS > 1 in the environment (the rule passes resources.gpu) the run is one torchrun job over that many GPUs.
+# With GPUS > 1 in the environment (the rule passes resources.gpu) the run is one torchrun job over that many GPUs;
+# with GPUS >= 1 it runs on that many GPUs taken by `hot slots` (it fails at once where fewer exist).
 # SETTINGS_JSON becomes the run's config file (settings.json beside metrics.json). A checkpoint left by a killed run
 # is resumed only when the settings are unchanged; changed settings start the run afresh.
 # With KERNEL_TESTS_JSON (real-quant runs), a run whose kernels were not built or not tested writes
@@ -29,8 +30,11 @@ if ! cmp -s "$out/settings.json.new" "$out/settings.json"; then
   rm -f "$out/checkpoint.pt"
 fi
 mv "$out/settings.json.new" "$out/settings.json"
+# hot slots gives the run GPUS devices of its own (CUDA_VISIBLE_DEVICES) and holds them until it ends, so that
+# concurrent runs do not share cuda:0 and torchrun's processes span exactly those devices (docs/workflow.md, GPUs).
+slots=(hot slots --gpus "${GPUS:-0}" --job "$out" --)
 if [ "${GPUS:-0}" -gt 1 ]; then
-  exec python -m torch.distributed.run --standalone --nproc_per_node="$GPUS" -m hot.cli train \
+  exec "${slots[@]}" python -m torch.distributed.run --standalone --nproc_per_node="$GPUS" -m hot.cli train \
     --out "$out" --config "$out/settings.json"
 fi
-exec hot train --out "$out" --config "$out/settings.json"
+exec "${slots[@]}" hot train --out "$out" --config "$out/settings.json"

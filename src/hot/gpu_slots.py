@@ -1,0 +1,141 @@
+"""``hot slots``: run a command on k GPUs of its own, so that concurrent workflow jobs do not all land on cuda:0.
+
+``hot slots --gpus K --job NAME -- COMMAND...`` takes K free device indices out of the N visible ones (the
+``CUDA_VISIBLE_DEVICES`` entries if set, else the lines of ``nvidia-smi -L``), holding an exclusive ``flock`` on one
+lock file per index, and replaces itself with COMMAND with ``CUDA_VISIBLE_DEVICES`` set to exactly those devices.
+The lock files stay open in COMMAND (and its children), so the slots are freed when it ends, also when it is killed.
+Busy slots are waited for; fewer than K devices in all is an error at once, never a silent shrink. Under SLURM with
+GPUs assigned the scheduler's devices are used as given. With no GPU at all (N = 0) COMMAND runs unchanged: the
+workflow's no-GPU paths (CPU training, ``"not measured: no GPU"``) must keep working.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+SLURM_GPU_VARIABLES = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
+
+
+class SlotError(RuntimeError):
+    """Fewer devices exist than the job needs (the message is the one line to show)."""
+
+
+def _entries(value: str) -> list[str]:
+    return [e.strip() for e in value.split(",") if e.strip()]
+
+
+def visible_devices(env: Mapping[str, str]) -> list[str]:
+    """The device ids a job may use, in CUDA's order: ``CUDA_VISIBLE_DEVICES`` if set, else nvidia-smi's GPUs."""
+    if "CUDA_VISIBLE_DEVICES" in env:
+        return _entries(env["CUDA_VISIBLE_DEVICES"])
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):  # no driver or no nvidia-smi: a machine without GPUs
+        return []
+    return [str(i) for i, line in enumerate(line for line in listed.splitlines() if line.startswith("GPU "))]
+
+
+def scheduler_devices(env: Mapping[str, str]) -> int | None:
+    """How many GPUs SLURM gave this job, or None when no scheduler assigns devices (then we allocate)."""
+    if "SLURM_JOB_ID" not in env:
+        return None
+    if "CUDA_VISIBLE_DEVICES" in env:
+        return len(_entries(env["CUDA_VISIBLE_DEVICES"]))
+    for name in SLURM_GPU_VARIABLES:
+        if name in env:
+            return len(_entries(env[name]))
+    if "SLURM_GPUS_ON_NODE" in env:
+        return int(env["SLURM_GPUS_ON_NODE"] or 0)
+    return None
+
+
+def default_lock_dir() -> Path:
+    """One directory per machine and user: GPUs belong to a machine, so the locks live in its temporary directory."""
+    return Path(os.environ.get("HOT_GPU_SLOTS_DIR") or Path(tempfile.gettempdir()) / f"hot-gpu-slots-{os.getuid()}")
+
+
+def _try_lock(path: Path, job: str) -> int | None:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()} {job}\n".encode())  # who holds the slot, for a person looking at the directory
+    return fd
+
+
+def acquire(
+    k: int, devices: Sequence[str], lock_dir: Path, job: str, poll_s: float = 1.0
+) -> tuple[list[str], list[int]]:
+    """Lock k of ``devices`` (waiting while they are busy); returns the chosen device ids and the open lock fds.
+
+    The fds hold the locks: they are released when they are closed, by the process or by its exit."""
+    if k > len(devices):
+        raise SlotError(f"hot slots: job {job} needs {k} GPUs but only {len(devices)} are visible")
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    waited = False
+    while True:
+        held: list[tuple[int, int]] = []
+        for index in range(len(devices)):
+            fd = _try_lock(lock_dir / f"gpu{index}.lock", job)
+            if fd is not None:
+                held.append((index, fd))
+                if len(held) == k:
+                    return [devices[i] for i, _ in held], [fd for _, fd in held]
+        for _, fd in held:  # all or nothing: two jobs each holding part of what the other needs would deadlock
+            os.close(fd)
+        if not waited:
+            print(f"hot slots: job {job} waits for {k} of {len(devices)} GPUs", file=sys.stderr, flush=True)
+            waited = True
+        time.sleep(poll_s)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--gpus", type=int, required=True, help="how many GPUs the command needs (0: run it as is)")
+    parser.add_argument("--job", required=True, help="the job's name, for messages")
+    parser.add_argument("--dir", type=Path, default=None, help="lock directory (default: $HOT_GPU_SLOTS_DIR or a "
+                        "per-user directory in the machine's temporary directory)")  # fmt: skip
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+
+
+def run(args: argparse.Namespace) -> int:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        print("hot slots: no command given", file=sys.stderr)
+        return 2
+    env = dict(os.environ)
+    try:
+        if args.gpus > 0:
+            given = scheduler_devices(env)
+            if given is not None:
+                if given < args.gpus:
+                    raise SlotError(f"hot slots: job {args.job} needs {args.gpus} GPUs but SLURM gave it {given}")
+            else:
+                devices = visible_devices(env)
+                if devices:
+                    chosen, fds = acquire(args.gpus, devices, args.dir or default_lock_dir(), args.job)
+                    for fd in fds:  # the command inherits the locks and holds them until it (and its children) end
+                        os.set_inheritable(fd, True)
+                    env["CUDA_VISIBLE_DEVICES"] = ",".join(chosen)
+                    print(f"hot slots: job {args.job} on CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']}",
+                          file=sys.stderr, flush=True)  # fmt: skip
+                else:
+                    print(f"hot slots: no GPU visible; job {args.job} runs without one", file=sys.stderr, flush=True)
+    except SlotError as error:
+        print(error, file=sys.stderr)
+        return 1
+    try:
+        os.execvpe(command[0], command, env)
+    except OSError as error:
+        print(f"hot slots: cannot run {command[0]}: {error}", file=sys.stderr)
+        return 127

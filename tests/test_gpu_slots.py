@@ -1,0 +1,186 @@
+"""hot slots (hot.gpu_slots) with the machine's GPUs faked: a fake nvidia-smi on PATH, or CUDA_VISIBLE_DEVICES."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hot.gpu_slots import SlotError, _try_lock, acquire, scheduler_devices, visible_devices
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = str(Path(sys.executable).parent)
+
+
+def _fake_bin(tmp_path: Path, gpus: int) -> Path:
+    """A directory holding an nvidia-smi that lists ``gpus`` GPUs, as the real one does with ``-L``."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    lines = "".join(f"echo 'GPU {i}: Fake GPU (UUID: GPU-{i})'\n" for i in range(gpus))
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\n{lines}")
+    smi.chmod(0o755)
+    return bin_dir
+
+
+def _env(tmp_path: Path, gpus: int, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES" and not k.startswith("SLURM_")}
+    env["PATH"] = f"{_fake_bin(tmp_path, gpus)}:{VENV_BIN}:{env['PATH']}"
+    env["HOT_GPU_SLOTS_DIR"] = str(tmp_path / "locks")
+    env.update(extra)
+    return env
+
+
+def _slots(k: int, job: str, *command: str) -> list[str]:
+    return [sys.executable, "-m", "hot.cli", "slots", "--gpus", str(k), "--job", job, "--", *command]
+
+
+def _start(k: int, job: str, env: dict[str, str], script: str) -> subprocess.Popen:
+    """A job that writes its CUDA_VISIBLE_DEVICES to ``job``.cvd, then runs ``script`` (sh)."""
+    record = Path(env["HOT_GPU_SLOTS_DIR"]).parent / f"{job}.cvd"
+    command = _slots(k, job, "sh", "-c", f'echo "$CUDA_VISIBLE_DEVICES" > {record}; {script}')
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(path: Path, timeout_s: float = 30) -> str:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists() or not path.read_text().endswith("\n"):
+        assert time.monotonic() < deadline, f"{path} never written"
+        time.sleep(0.05)
+    return path.read_text().strip()
+
+
+def test_visible_devices(tmp_path, monkeypatch):
+    assert visible_devices({"CUDA_VISIBLE_DEVICES": "3,5"}) == ["3", "5"]
+    assert visible_devices({"CUDA_VISIBLE_DEVICES": ""}) == []
+    monkeypatch.setenv("PATH", str(_fake_bin(tmp_path, 2)))
+    assert visible_devices({}) == ["0", "1"]
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))  # no nvidia-smi: no GPU
+    assert visible_devices({}) == []
+
+
+def test_two_k1_jobs_get_different_devices(tmp_path):
+    first, first_fds = acquire(1, ["0", "1"], tmp_path, "a")
+    second, second_fds = acquire(1, ["0", "1"], tmp_path, "b")
+    assert sorted(first + second) == ["0", "1"]
+    for fd in first_fds + second_fds:
+        os.close(fd)
+
+
+def test_concurrent_cli_jobs_get_different_devices(tmp_path):
+    env = _env(tmp_path, 2)
+    jobs = [_start(1, name, env, "sleep 1") for name in ("a", "b")]
+    assert [job.wait(timeout=60) for job in jobs] == [0, 0]
+    assert sorted(_wait_for(tmp_path / f"{name}.cvd") for name in ("a", "b")) == ["0", "1"]
+
+
+def test_k1_waits_for_a_k2_job_that_holds_both(tmp_path):
+    env = _env(tmp_path, 2)
+    release = tmp_path / "release"
+    big = _start(2, "big", env, f"while [ ! -e {release} ]; do sleep 0.1; done")
+    assert _wait_for(tmp_path / "big.cvd") == "0,1"
+    small = _start(1, "small", env, "true")
+    assert small.stderr.readline() == "hot slots: job small waits for 1 of 2 GPUs\n"
+    time.sleep(1)
+    assert small.poll() is None and not (tmp_path / "small.cvd").exists()  # still waiting, not running
+    release.touch()
+    assert big.wait(timeout=30) == 0
+    assert small.wait(timeout=30) == 0
+    assert _wait_for(tmp_path / "small.cvd") in ("0", "1")
+
+
+def test_more_gpus_than_exist_fails_at_once(tmp_path):
+    with pytest.raises(SlotError, match="job j needs 3 GPUs but only 2 are visible"):
+        acquire(3, ["0", "1"], tmp_path, "j")
+    result = subprocess.run(_slots(3, "run/x", "true"), env=_env(tmp_path, 2), capture_output=True, text=True,
+                            timeout=30, check=False)  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.strip() == "hot slots: job run/x needs 3 GPUs but only 2 are visible"
+
+
+def test_killed_holder_frees_its_slot(tmp_path):
+    env = _env(tmp_path, 1)
+    holder = _start(1, "holder", env, "exec sleep 60")
+    assert _wait_for(tmp_path / "holder.cvd") == "0"
+    assert _try_lock(tmp_path / "locks" / "gpu0.lock", "probe") is None  # held
+    os.kill(holder.pid, signal.SIGKILL)  # the exec'd command itself holds the lock
+    holder.wait(timeout=30)
+    chosen, fds = acquire(1, ["0"], tmp_path / "locks", "next", poll_s=0.1)
+    assert chosen == ["0"]
+    os.close(fds[0])
+
+
+def test_devices_map_through_cuda_visible_devices(tmp_path):
+    env = _env(tmp_path, 0, CUDA_VISIBLE_DEVICES="3,5")
+    jobs = [_start(1, name, env, "sleep 1") for name in ("a", "b")]
+    assert [job.wait(timeout=60) for job in jobs] == [0, 0]
+    assert sorted(_wait_for(tmp_path / f"{name}.cvd") for name in ("a", "b")) == ["3", "5"]
+    both = _start(2, "both", env, "true")
+    assert both.wait(timeout=30) == 0 and _wait_for(tmp_path / "both.cvd") == "3,5"
+
+
+def test_slurm_devices_are_used_as_given(tmp_path):
+    assert scheduler_devices({"CUDA_VISIBLE_DEVICES": "0"}) is None  # no scheduler: allocate
+    assert scheduler_devices({"SLURM_JOB_ID": "7"}) is None  # a SLURM job without GPUs assigned
+    assert scheduler_devices({"SLURM_JOB_ID": "7", "SLURM_JOB_GPUS": "4,6"}) == 2
+    assert scheduler_devices({"SLURM_JOB_ID": "7", "SLURM_GPUS_ON_NODE": "1"}) == 1
+    env = _env(tmp_path, 4, SLURM_JOB_ID="7", CUDA_VISIBLE_DEVICES="2")
+    job = _start(1, "slurm", env, "true")
+    assert job.wait(timeout=30) == 0 and _wait_for(tmp_path / "slurm.cvd") == "2"
+    assert not (tmp_path / "locks").exists()  # nothing allocated
+    result = subprocess.run(_slots(2, "slurm", "true"), env=env, capture_output=True, text=True, timeout=30,
+                            check=False)  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.strip() == "hot slots: job slurm needs 2 GPUs but SLURM gave it 1"
+
+
+def test_no_gpus_needed_or_none_present_runs_unchanged(tmp_path):
+    for k, gpus in ((0, 2), (1, 0)):
+        env = _env(tmp_path, gpus)
+        job = _start(k, f"k{k}", env, "true")
+        assert job.wait(timeout=30) == 0 and _wait_for(tmp_path / f"k{k}.cvd") == ""
+    assert not (tmp_path / "locks").exists()
+
+
+def _fake_python(tmp_path: Path) -> Path:
+    """A ``python`` first on PATH that records how train.sh starts it (hot itself runs on the venv's python)."""
+    bin_dir = _fake_bin(tmp_path, 2)
+    fake = bin_dir / "python"
+    fake.write_text(f'#!/bin/sh\necho "$CUDA_VISIBLE_DEVICES $*" > {tmp_path}/launch\n')
+    fake.chmod(0o755)
+    return fake
+
+
+def test_train_sh_runs_torchrun_over_exactly_its_slots(tmp_path):
+    _fake_python(tmp_path)
+    env = _env(tmp_path, 2, GPUS="2")
+    metrics = tmp_path / "run" / "metrics.json"
+    result = subprocess.run(["bash", "workflow/scripts/train.sh", str(metrics), "{}"], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    cvd, *argv = (tmp_path / "launch").read_text().split()
+    assert cvd == "0,1"
+    assert argv[:4] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    env["GPUS"] = "8"
+    result = subprocess.run(["bash", "workflow/scripts/train.sh", str(metrics), "{}"], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert result.returncode == 1
+    assert f"job {metrics.parent} needs 8 GPUs but only 2 are visible" in result.stderr
+
+
+@pytest.mark.slow
+def test_train_sh_two_processes_on_cpu(tmp_path):
+    """The torchrun branch for real: two gloo processes on CPU, on the two faked slots."""
+    env = _env(tmp_path, 2, GPUS="2", OMP_NUM_THREADS="1")
+    settings = {"dataset": "synthetic", "epochs": 1, "batch_size": 16, "max_train_batches": 2, "train_subset": 64,
+                "test_subset": 30, "method": "hot_abc_lqs", "device": "cpu"}  # fmt: skip
+    metrics = tmp_path / "run" / "metrics.json"
+    result = subprocess.run(["bash", "workflow/scripts/train.sh", str(metrics), json.dumps(settings)], cwd=REPO,
+                            env=env, capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "CUDA_VISIBLE_DEVICES=0,1" in result.stderr
+    assert json.loads(metrics.read_text())["world_size"] == 2

@@ -90,3 +90,5 @@ def test_report(embedded: Path) -> None:
     out = snakemake("--configfile", str(embedded / "reduced.yaml"), "--report", str(report), timeout=600)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     assert report.stat().st_size > 10_000
+    warnings = [line for line in (out.stdout + out.stderr).splitlines() if "warn" in line.lower()]
+    assert not warnings, warnings[:10]  # a quiet report: every table and figure it lists exists and is captioned

@@ -125,9 +125,7 @@ std::vector<int> hla_kept_rows(int64_t length, const hot::HlaWindows& w, const s
   TORCH_CHECK(rank >= 1 && rank <= 16, "HLA rank must be in 1..16, got ", num(rank));
   std::vector<int> kept(rows.begin(), rows.end());
   for (int r : kept) TORCH_CHECK(r >= 0 && r < 16, "HLA basis row must be in 0..15, got ", num(r));
-  const int64_t win_h = 16 / w.window_w;
-  const int64_t windows = (w.height + win_h - 1) / win_h * ((w.width + w.window_w - 1) / w.window_w);
-  proj_rows = (length / w.tokens) * (windows * rank + w.prefix);
+  proj_rows = hot::hla_projected_rows(length, w, rank);
   return kept;
 }
 

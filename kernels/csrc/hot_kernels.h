@@ -32,6 +32,9 @@ struct HlaWindows {
   int window_w;
 };
 
+// Rows of hla_quantize's projection of `length` rows at rank `rank`: samples * (windows * rank + prefix).
+int64_t hla_projected_rows(int64_t length, const HlaWindows& windows, int rank);
+
 // Q(P t) along the token axis: t (L x C) in samples of windows.tokens rows, kept rows `rows[0..rank)` of H_16.
 // codes_t: int8 (C x R) row-major, R = samples*windows*rank window rows, then samples*prefix prefix rows.
 // per_channel: scale (C), else scale[0]. stochastic needs key. amax_bits: C (or 1) zeroed uint32.

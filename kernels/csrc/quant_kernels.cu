@@ -820,6 +820,10 @@ void hq_quantize_weight(const void* w, InType type, int64_t out_rows, int64_t in
   });
 }
 
+int64_t hla_projected_rows(int64_t length, const HlaWindows& windows, int rank) {
+  return hla_shape(length, 1, windows, rank).proj_rows;
+}
+
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
                   const int* rows, int rank, int qmax, bool per_channel, bool stochastic, uint32_t key, int8_t* codes_t,
                   float* scale, uint32_t* amax_bits, cudaStream_t stream) {

@@ -190,4 +190,5 @@ def test_projected_rows_count_windows_padding_and_prefix() -> None:
     assert projected_rows(2 * 24, hla_windows(24, "official"), 8) == 2 * 3 * 4  # official block 8
     # ViT-B/16: 14×14 patches pad to 16×16 = 16 windows, plus the class token's row
     assert projected_rows(128 * 197, spatial(1, 14, 14), 8) == 128 * (16 * 8 + 1)
-    assert spatial(1, 14, 14).padded_tokens() == 257
+    vit_b = spatial(1, 14, 14)
+    assert vit_b.prefix + vit_b.windows * vit_b.block == 257  # positions read, padding included

@@ -55,11 +55,10 @@ class TokenGrid:
 
 @dataclass(frozen=True)
 class HLAWindows:
-    """Where HLA's blocks read one sample's ``tokens`` positions: ``prefix`` exact rows, then an
-    ``height`` × ``width`` raster grid cut into ``window_h`` × ``window_w`` windows (the grid zero-padded
-    to whole windows). ``paper`` and ``official`` are 1-row grids of 1 × block windows."""
+    """Where HLA's blocks read one sample's positions: ``prefix`` exact rows, then an ``height`` × ``width``
+    raster grid cut into ``window_h`` × ``window_w`` windows (the grid zero-padded to whole windows).
+    ``paper`` and ``official`` are 1-row grids of 1 × block windows."""
 
-    tokens: int
     prefix: int
     height: int
     width: int
@@ -67,12 +66,13 @@ class HLAWindows:
     window_w: int
 
     def __post_init__(self) -> None:
-        if self.prefix + self.height * self.width != self.tokens:
-            raise ValueError(
-                f"HLA windows: {self.prefix} prefix + {self.height}x{self.width} grid is not T = {self.tokens}"
-            )
         if not is_power_of_two(self.block):
             raise ValueError(f"HLA window {self.window_h}x{self.window_w} is not a power-of-two block")
+
+    @property
+    def tokens(self) -> int:
+        """Positions per sample (T)."""
+        return self.prefix + self.height * self.width
 
     @property
     def block(self) -> int:
@@ -93,10 +93,6 @@ class HLAWindows:
     def rows_per_sample(self, rank: int) -> int:
         """Projected rows per sample: the kept basis rows of every window, and one row per prefix token."""
         return self.windows * len(block_rows(self.block, rank)) + self.prefix
-
-    def padded_tokens(self) -> int:
-        """Positions per sample the projection reads, padding included (prefix + whole windows)."""
-        return self.prefix + self.windows * self.block
 
     @functools.cached_property
     def index_map(self) -> torch.Tensor:
@@ -122,11 +118,11 @@ def hla_windows(tokens: int, blocking: str, grid: TokenGrid | None = None) -> HL
     if blocking == "spatial" and grid is not None:
         if grid.tokens != tokens:
             raise ValueError(f"token grid ({grid.describe()}) does not match T = {tokens}")
-        return HLAWindows(tokens, grid.prefix, grid.height, grid.width, HLA_WINDOW, HLA_WINDOW)
+        return HLAWindows(grid.prefix, grid.height, grid.width, HLA_WINDOW, HLA_WINDOW)
     if blocking in ("spatial", "paper"):
-        return HLAWindows(tokens, 0, 1, tokens, 1, HLA_BLOCK)
+        return HLAWindows(0, 1, tokens, 1, HLA_BLOCK)
     if blocking == "official":
-        return HLAWindows(tokens, 0, 1, tokens, 1, official_block(tokens))
+        return HLAWindows(0, 1, tokens, 1, official_block(tokens))
     raise ValueError(f"hla_blocking must be one of {list(BLOCKINGS)}, got {blocking!r}")
 
 

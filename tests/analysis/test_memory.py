@@ -78,11 +78,15 @@ def test_unknown_model_is_a_clear_error(tmp_path, capsys):
     assert not out.exists()
 
 
-def test_cli_writes_json_and_csv(tmp_path):
+def test_cli_writes_json_and_csv_and_says_what_it_counts(tmp_path, capsys):
     out = tmp_path / "mem.json"
     args = ["memory", "--model", "resnet18", "--batch-size", "2", "--num-classes", "10", "--image-size", "32"]
     assert main([*args, "--methods", "fp,hot_abc", "--device", "cpu", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "one training step of 2 image(s); GB = 2^30 bytes" in printed
+    assert "paper: the authors' accounting" in printed and "measured: what autograd saves" in printed
     payload = json.loads(out.read_text())
+    assert payload["counted"]["per"] == "one training step of 2 image(s)"
     assert {(r["accounting"], r["method"]) for r in payload["rows"]} == {
         (a, m) for a in ("paper", "measured") for m in ("fp", "hot_abc")
     }
@@ -138,3 +142,11 @@ def test_cli_image_size_the_model_cannot_take_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--image-size 32 does not fit vit_tiny_patch16_224" in err, err
     assert not out.exists()
+
+
+def test_help_states_the_defaults_and_what_is_counted(capsys):
+    with pytest.raises(SystemExit):
+        main(["memory", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for expected in ("(default: 256)", "(default: paper,measured)", "(default: meta)", "GB = 2^30 bytes"):
+        assert expected in text

@@ -1,4 +1,7 @@
-"""What both analysis commands share: building timm models by name and writing results atomically."""
+"""What both analysis commands share: building timm models by name, argument types, writing results atomically.
+
+torch and timm are imported where a model is built, so the command modules can use the rest while building parsers.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +13,16 @@ import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
+if TYPE_CHECKING:
+    from torch import nn
 
 
 def create_model(name: str, num_classes: int = 100, device: str = "cpu") -> nn.Module:
     """A timm model with random weights (never pretrained: the analyses need shapes, not values)."""
     import timm
+    import torch
 
     if not timm.is_model(name):
         close = timm.list_models(f"*{name.split('_')[0]}*")[:8]

@@ -11,8 +11,6 @@ autocast's low-precision copies of the weights once per step, whatever the batch
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -21,17 +19,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config import PRESETS, HOTConfig, preset
+from ..config import HOTConfig, preset
 from ..convert import convert, hot_layers
 from ..hla import HLA_BLOCK
 from ..paper import paper_values
-from .common import create_model, default_image_size, positive_int, split_list, write_results
+from .common import create_model, default_image_size
 
 GIB = 2**30
 FP32_BYTES = 4
 ADAMW_STATES = 2  # exp_avg and exp_avg_sq
-ACCOUNTINGS = ("paper", "measured")
-DEVICES = ("cpu", "meta", "cuda")
 AUTOCAST_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -256,61 +252,3 @@ def paper_reference(model_name: str, batch_size: int) -> dict[str, Any]:
             ref["memory_figure"] = {k: figure[k] for k in ("fp", "hot_abc")}
         ref["table1_memory_gb"] = {row["method"]: row["memory_gb"] for row in table1["rows"]}
     return ref
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="timm model name (random weights)")
-    parser.add_argument("--batch-size", type=positive_int, default=256)
-    parser.add_argument("--num-classes", type=positive_int, default=100)
-    parser.add_argument("--image-size", type=positive_int, default=None, help="input side; default the model's own")
-    parser.add_argument("--methods", default="fp,hot,hot_abc", help=f"comma list of {sorted(PRESETS)}")
-    parser.add_argument("--accounting", default="paper,measured", help="comma list of paper, measured")
-    parser.add_argument(
-        "--device", choices=DEVICES, default="meta", help="where 'measured' runs; meta counts without allocating"
-    )
-    parser.add_argument(
-        "--autocast",
-        choices=list(AUTOCAST_DTYPES),
-        default="none",
-        help="run the measured forward under torch.autocast in this dtype (cpu or cuda)",
-    )
-    parser.add_argument("--out", required=True, help="results JSON (a CSV is written beside it)")
-
-
-def run(args: argparse.Namespace) -> int:
-    from ..commands.info import environment
-
-    try:
-        methods, accountings = split_list(args.methods), split_list(args.accounting)
-        unknown = [m for m in methods if m not in PRESETS] + [a for a in accountings if a not in ACCOUNTINGS]
-        if unknown or not methods or not accountings:
-            raise ValueError(
-                f"unknown method/accounting {unknown}; methods: {sorted(PRESETS)}, accountings: {ACCOUNTINGS}"
-            )
-        rows: list[dict[str, Any]] = []
-        if "paper" in accountings:
-            rows += paper_accounting(args.model, args.batch_size, args.num_classes, methods, args.image_size)
-        if "measured" in accountings:
-            rows += measured_accounting(
-                args.model, args.batch_size, args.num_classes, methods, args.device, args.image_size, args.autocast
-            )
-    except ValueError as err:
-        print(f"hot memory: error: {err}", file=sys.stderr)
-        return 2
-    payload = {
-        "command": "memory",
-        "model": args.model,
-        "batch_size": args.batch_size,
-        "num_classes": args.num_classes,
-        "gb": "2^30 bytes",
-        "rows": rows,
-        "paper": paper_reference(args.model, args.batch_size),
-        "environment": environment(),
-    }
-    write_results(args.out, payload, rows)
-    for row in rows:
-        print(
-            f"{row['accounting']:>8} {row['method']:<12} batch {row['batch_size']:>4}: "
-            f"activation {row['activation_gb']:.2f} GB, total {row['total_gb']:.2f} GB"
-        )
-    return 0

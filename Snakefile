@@ -11,40 +11,42 @@
 import os
 import shutil
 import sys
-from pathlib import Path
 
-import jsonschema
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
+sys.path.insert(0, os.path.join(workflow.basedir, "workflow", "lib"))
+
+import config_schema  # noqa: E402
+from experiments import plan as _plan  # noqa: E402
+
+
 configfile: "config.yaml"
 
+
 # A preset names a file: check the name before it becomes a path (preset=../../x must not be read).
-PRESETS = ("full", *sorted(p.stem for p in Path("config").glob("*.yaml")))
-if config.get("preset", "full") not in PRESETS:
+PRESETS = config_schema.presets()
+if config.get("preset", config_schema.FULL) not in PRESETS:
     raise WorkflowError(f"unknown preset {config['preset']!r}; known presets: {', '.join(PRESETS)}")
-if config.get("preset", "full") != "full":
+if config.get("preset", config_schema.FULL) != config_schema.FULL:
+
     configfile: f"config/{config['preset']}.yaml"
 
+
+# The schema's names (methods, datasets, …) come from `hot` (workflow/lib/config_schema.py); the message is the
+# key's path and the problem, not a dump of the whole schema.
 try:
-    validate(config, "workflow/schemas/config.schema.yaml")
-except WorkflowError as err:
-    # snakemake's message appends the whole schema (hundreds of lines); the key's path and the problem are enough.
-    if not isinstance(err.__context__, jsonschema.ValidationError):
-        raise
-    problem = jsonschema.exceptions.best_match([err.__context__])
-    raise WorkflowError(f"Error validating config: {problem.json_path}: {problem.message}") from None
+    config_schema.validate(config)
+except config_schema.ConfigError as err:
+    raise WorkflowError(f"Error validating config: {err}") from None
 
 if shutil.which("hot") is None:
     raise WorkflowError(
         "the `hot` command is not on PATH: activate the project's environment (source .venv/bin/activate) "
         "or run through `bash tasks.sh main`"
     )
-sys.path.insert(0, os.path.join(workflow.basedir, "workflow", "lib"))
-
-from experiments import plan as _plan  # noqa: E402
 
 PLAN = _plan(config)
 R = config["results_dir"]
@@ -62,9 +64,8 @@ container: config["container"]  # used with --sdm apptainer (the cluster profile
 include: "workflow/rules/common.smk"
 include: "workflow/rules/kernels.smk"
 include: "workflow/rules/kernel_tests.smk"
-include: "workflow/rules/pretrain.smk"
-include: "workflow/rules/finetune.smk"
-include: "workflow/rules/ablations.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
 include: "workflow/rules/latency.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/analysis.smk"

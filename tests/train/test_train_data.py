@@ -1,6 +1,7 @@
 import fcntl
 import gzip
 import hashlib
+import json
 import multiprocessing
 import re
 import time
@@ -223,3 +224,45 @@ def test_subsets_are_deterministic_and_resized():
 def test_unknown_class_ids_are_rejected():
     with pytest.raises(ValueError, match="classes: ids must be below 10"):
         data.build_datasets("synthetic", "data", 28, [3, 10], None, None, seed=0)
+
+
+# --- fetch ahead of training (hot data fetch, the workflow's data rule) -------------------------------------------
+
+
+def test_fetch_fashion_mnist_fetches_by_the_first_route_that_works_and_says_which(fake_apt, tmp_path):
+    found = data.fetch("fashion_mnist", str(tmp_path / "data"))
+    assert found.startswith("the Debian package fetched without root into")
+    assert (tmp_path / "resources" / data.DEBIAN_PACKAGE).is_dir()
+    assert data.load_fashion_mnist(str(tmp_path / "data"))["train-labels-idx1-ubyte"].tolist() == [7]  # offline now
+
+
+def test_fetch_imagenet_finds_an_image_folder_tree_or_says_how_to_get_one(tmp_path):
+    root = tmp_path / "imagenet100"
+    with pytest.raises(DatasetError, match="ImageFolder layout"):
+        data.fetch("imagenet100", str(root))
+    for split in ("train", "val"):
+        for c in range(100):
+            (root / split / f"n{c:08d}").mkdir(parents=True)
+    assert data.fetch("imagenet100", str(root)) == f"{root}/train and {root}/val (ImageFolder)"
+    assert "ILSVRC-2012" in data.how_to_get("imagenet1k", str(root))
+    assert data.fetch("synthetic", str(root)) == "generated in memory"
+
+
+def test_hot_data_fetch_records_a_missing_dataset_and_how_to_get_it(tmp_path, capsys):
+    from hot.cli import main
+
+    out = tmp_path / "status" / "imagenet1k.json"
+    argv = ["data", "fetch", "--dataset", "imagenet1k", "--root", str(tmp_path / "inet"), "--out", str(out)]
+    assert main(argv) == 1
+    assert main([*argv, "--allow-missing"]) == 0
+    record = json.loads(out.read_text())
+    assert record["status"] == "missing" and record["dataset"] == "imagenet1k"
+    assert record["reason"].startswith(f"imagenet1k not found at {tmp_path / 'inet'} (how to get it: ILSVRC-2012")
+    assert record["reason"] in capsys.readouterr().err
+    assert main(["data", "fetch", "--dataset", "synthetic", "--out", str(out)]) == 0
+    assert json.loads(out.read_text()) == {
+        "dataset": "synthetic",
+        "data_dir": "data",
+        "status": "ready",
+        "found": "generated in memory",
+    }

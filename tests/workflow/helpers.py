@@ -10,11 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hot.tables import TABLES
+from hot.tables import TABLES, WITHOUT_FIGURE
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-FIGURES = tuple(t for t in TABLES if t != "table5")
+FIGURES = tuple(t for t in TABLES if t not in WITHOUT_FIGURE)
 
 
 def snakemake(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from hot.commands import tables as cli
 from hot.paper import paper_values
-from hot.tables import cli
 from hot.tables.common import (
     FAIL,
     INCONCLUSIVE,
@@ -22,7 +22,7 @@ from hot.tables.common import (
 )
 from hot.tables.table5 import evaluate
 
-from .helpers import TABLES, check_csv, check_latex, check_markdown
+from .helpers import TABLES, WITHOUT_FIGURE, check_csv, check_latex, check_markdown
 
 
 def _metrics(path: Path, top1: float | None, model: str = "vit_tiny_fmnist", epochs: int = 2) -> str:
@@ -99,7 +99,7 @@ def _build(tmp_path: Path, table: str, inputs: dict[str, str], options: dict | N
         "--data-out",
         str(tmp_path / f"{table}.json"),
     ]
-    if table != "table5":
+    if table not in WITHOUT_FIGURE:
         argv += ["--figure", str(out / "figures" / f"{table}.png")]
     assert cli.run(parser.parse_args(argv)) == 0
     check_markdown((out / f"{table}.md").read_text())
@@ -385,6 +385,14 @@ def test_missing_runs_are_shown_not_raised(tmp_path: Path) -> None:
     data = _build(tmp_path, "table3", {"f0d0@s0": str(tmp_path / "absent.json")})
     assert all(c["status"] == FAIL for c in data["checks"])
     assert "not run" in (tmp_path / "tables" / "table3.md").read_text()
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_every_table_is_titled_as_hot_tables_names_it(table: str) -> None:
+    """One title per table (hot.tables.TABLES): the rendered table's and the workflow report's caption."""
+    import importlib
+
+    assert importlib.import_module(f"hot.tables.{table}").build({}, {}).title == TABLES[table]
 
 
 def test_summary_lists_every_check(tmp_path: Path) -> None:

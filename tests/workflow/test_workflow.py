@@ -6,6 +6,7 @@ import copy
 import json
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,7 +16,10 @@ import yaml
 from .helpers import REPO, TABLES, snakemake
 
 sys.path.insert(0, str(REPO / "workflow" / "lib"))
-from experiments import Run, plan
+import config_schema
+from experiments import STAGES, Run, plan
+
+from hot.train.config import DATASETS, HOT_METHODS, LORA_METHODS, METHOD_NAMES
 
 
 def _rules() -> set[str]:
@@ -40,15 +44,24 @@ def _dry_run(tmp_path: Path, *extra: str) -> str:
     return out.stdout
 
 
-def _job_blocks(dry_run: str) -> dict[str, list[str]]:
-    """rule name -> the input lines of its jobs, from a dry run's listing."""
+def _job_blocks(dry_run: str, field: str = "input") -> dict[str, list[str]]:
+    """rule name -> one line of each of its jobs (``input``, ``wildcards``, ``resources``), from a dry run's listing."""
     blocks: dict[str, list[str]] = {}
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", dry_run):
         head = re.match(r"(?:local)?rule (\w+):", block)
         if head:
-            inputs = re.search(r"^\s+input: (.*)$", block, re.M)
-            blocks.setdefault(head.group(1), []).append(inputs.group(1) if inputs else "")
+            line = re.search(rf"^\s+{field}: (.*)$", block, re.M)
+            blocks.setdefault(head.group(1), []).append(line.group(1) if line else "")
     return blocks
+
+
+def _train_stages(dry_run: str) -> dict[str, int]:
+    """stage -> how many training jobs the dry run has in it (the train rule's ``run`` wildcard is stage/name)."""
+    counts: dict[str, int] = {}
+    for wildcards in _job_blocks(dry_run, "wildcards")["train"]:
+        stage = wildcards.removeprefix("run=").split("/")[0]
+        counts[stage] = counts.get(stage, 0) + 1
+    return counts
 
 
 def test_lint_passes() -> None:
@@ -65,9 +78,15 @@ def test_full_config_dry_run_resolves_every_table(tmp_path: Path) -> None:
     assert f"{tmp_path}/tables/summary.md" in text
     blocks = _job_blocks(text)
     # Table 4: 17 rows x 5 methods, but its CIFAR-100 EfficientFormer-L1 HOT run is Table 2's r = 8 (an ablation)
-    assert len(blocks["pretrain"]) == 84
+    stages = _train_stages(text)
+    assert stages["pretrain"] == 84 and set(stages) == set(STAGES)
     measured = {"kernels", "kernel_tests", "latency", "bench_latency", "bench_end_to_end", "memory", "gbops"}
-    assert measured | {"finetune", "ablations"} <= set(blocks)
+    assert measured | {"data", "train"} <= set(blocks)
+    # each dataset is found or fetched once, by its own job, before the runs on it
+    assert sorted(_job_blocks(text, "output")["data"]) == [
+        f"{tmp_path}/results/data/{d}.json" for d in ("cifar10", "cifar100", "imagenet100", "imagenet1k")
+    ]
+    assert all(f"{tmp_path}/results/data/" in inputs for inputs in blocks["train"])
     for name in ("latency", "end_to_end"):
         assert f"{tmp_path}/results/bench/{name}.json" in text
 
@@ -80,7 +99,10 @@ def test_embedded_dag_contains_every_rule(tmp_path: Path) -> None:
 def test_table_jobs_depend_on_results_and_their_own_code_only(tmp_path: Path) -> None:
     """Editing one table's module (or training code) cannot rerun another table or any training."""
     blocks = _job_blocks(_dry_run(tmp_path, "preset=embedded"))
-    shared = {f"src/hot/tables/{m}.py" for m in ("__init__", "cli", "common", "render", "plots")}
+    shared = {
+        "src/hot/commands/tables.py",
+        *(f"src/hot/tables/{m}.py" for m in ("__init__", "common", "render", "plots")),
+    }
     for table in TABLES:
         (inputs,) = blocks[table]
         for path in inputs.split(", "):
@@ -89,8 +111,7 @@ def test_table_jobs_depend_on_results_and_their_own_code_only(tmp_path: Path) ->
                 or path in shared
                 or path in (f"src/hot/tables/{table}.py", "src/hot/data/paper_values.yaml")
             ), f"{table} depends on {path}"
-    for stage in ("pretrain", "finetune", "ablations"):
-        assert all("src/" not in inputs for inputs in blocks[stage])
+    assert all("src/" not in inputs for inputs in blocks["train"])
 
 
 @pytest.mark.parametrize(
@@ -128,9 +149,56 @@ def test_unknown_preset_is_refused_before_it_becomes_a_path(tmp_path: Path) -> N
 
 
 def test_schema_presets_are_the_preset_files() -> None:
-    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
     files = sorted(p.stem for p in (REPO / "config").glob("*.yaml"))
-    assert schema["properties"]["preset"]["enum"] == ["full", *files]
+    assert config_schema.schema()["properties"]["preset"]["enum"] == ["full", *files]
+
+
+def _enums(node: object) -> list[list]:
+    if isinstance(node, dict):
+        return [*([node["enum"]] if "enum" in node else []), *(e for v in node.values() for e in _enums(v))]
+    if isinstance(node, list):
+        return [e for v in node for e in _enums(v)]
+    return []
+
+
+def _keys(node: object) -> list[str]:
+    if isinstance(node, dict):
+        return [*node, *(k for v in node.values() for k in _keys(v))]
+    if isinstance(node, list):
+        return [k for v in node for k in _keys(v)]
+    return []
+
+
+def test_schema_file_lists_no_name_the_library_defines() -> None:
+    """The YAML says `x-names: <kind>`; every list of methods, datasets, devices, … comes from hot."""
+    raw = yaml.safe_load(config_schema.SCHEMA.read_text())
+    kinds = config_schema.names().values()
+    assert not [enum for enum in _enums(raw) for names in kinds if len(set(names) & set(enum)) > 1]
+    filled = config_schema.schema()
+    assert not [key for key in _keys(filled) if key.startswith("x-")]
+    methods = filled["$defs"]["method"]["enum"]
+    assert methods == [m for m in METHOD_NAMES if m not in LORA_METHODS] and "hla_filter" in methods
+    table1 = filled["properties"]["experiments"]["properties"]["table1"]["properties"]["methods"]
+    assert table1["default"] == table1["items"]["enum"] == ["fp", *HOT_METHODS]
+    datasets = filled["properties"]["datasets"]["additionalProperties"]["properties"]["dataset"]
+    assert datasets["enum"] == list(DATASETS)
+
+
+def test_schema_placeholder_of_an_unknown_kind_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "schema.yaml"
+    bad.write_text("type: object\nproperties: {method: {x-names: method}}\n")
+    with pytest.raises(KeyError, match="'method' is not a kind of name"):
+        config_schema.schema(bad)
+
+
+def test_workflow_imports_no_timm() -> None:
+    """The Snakefile's imports (the plan, the schema, the tables' names) stay light: no timm, no training loop."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(REPO / 'workflow' / 'lib')!r}); import experiments, config_schema;"
+        " import hot.tables; assert 'timm' not in sys.modules and 'hot.train.loop' not in sys.modules"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
 
 
 def test_schema_overrides_are_train_config_keys_with_its_choices() -> None:
@@ -138,7 +206,7 @@ def test_schema_overrides_are_train_config_keys_with_its_choices() -> None:
 
     from hot.train.config import OPTIMIZERS, SCHEDULERS, TORCH_COMPILE, TrainConfig
 
-    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    schema = config_schema.schema()
     overrides = schema["$defs"]["overrides"]
     assert overrides["additionalProperties"] is False
     assert set(overrides["properties"]) <= {f.name for f in dataclasses.fields(TrainConfig)}
@@ -166,17 +234,16 @@ def test_config_values_reach_shell_commands_quoted(tmp_path: Path) -> None:
         "--", "table2", "memory_figure",
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
-    commands = [line.removeprefix("Shell command: ") for line in out.stdout.splitlines() if "Shell command: " in line]
+    shown = [line.removeprefix("Shell command: ") for line in out.stdout.splitlines() if "Shell command: " in line]
+    commands = [c for c in shown if c != "None"]  # a script: rule (training, the kernels) has no shell command
     programs = set()
     for command in commands:
         args = shlex.split(command)
         programs.add(next(a for a in args if "=" not in a))  # past the VAR=value prefixes
         assert sum(a.count(results) for a in args) == command.count(results) > 0, command  # no path split
-        if "train.sh" in args:
-            assert json.loads(args[args.index("workflow/scripts/train.sh") + 2])["model"] == "vit_tiny_fmnist"
         if "gbops" in args or "memory" in args:
             assert args[args.index("--model") + 1] in models.values(), command
-    assert {"hot", "bash"} <= programs
+    assert programs == {"hot"}  # training and the kernels are script: files (workflow/scripts/), no shell
     assert any("gbops" in c for c in commands) and any("hot memory" in c for c in commands)
     assert any("hot tables table2" in c for c in commands)
     assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()
@@ -206,15 +273,12 @@ def test_bad_nested_key_is_named(tmp_path: Path) -> None:
 
 
 def _config(preset: str = "full") -> dict:
-    from snakemake.utils import validate
-
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     if preset != "full":
         from snakemake.utils import update_config
 
         update_config(config, yaml.safe_load((REPO / "config" / f"{preset}.yaml").read_text()))
-    validate(config, str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
-    return config
+    return config_schema.validate(config)
 
 
 def test_embedded_plan() -> None:
@@ -245,7 +309,7 @@ def test_embedded_plan() -> None:
 
 def test_gpu_plan() -> None:
     p = plan(_config("gpu"))
-    hot = [r for r in p.runs.values() if r.settings["method"] in ("hot", "hot_abc", "hot_abc_lqs")]
+    hot = [r for r in p.runs.values() if r.settings["method"] in HOT_METHODS]
     assert hot and all(r.real for r in hot)
     assert all(r.settings["device"] == "cuda" and "train_subset" not in r.settings for r in p.runs.values())
     assert {role.rpartition("@s")[2] for roles in p.tables.values() for role in roles} == {"0", "1", "2"}
@@ -268,7 +332,7 @@ def test_full_plan_is_the_paper_grid() -> None:
     config["seeds"] = [1, 2]
     p = plan(config)
     real = [r for r in p.runs.values() if r.real]
-    assert real and all(r.settings["method"] in ("hot", "hot_abc", "hot_abc_lqs") for r in real)
+    assert real and all(r.settings["method"] in HOT_METHODS for r in real)
     assert len(p.tables["table1"]) == 8
 
 
@@ -280,3 +344,64 @@ def test_conflicting_run_definitions_are_refused() -> None:
     p.add(Run("pretrain", "x", {"epochs": 1}))
     with pytest.raises(ValueError, match="differently"):
         p.add(Run("pretrain", "x", {"epochs": 2}))
+
+
+def test_plan_fetches_each_dataset_once_from_one_data_dir() -> None:
+    p = plan(_config())
+    expected = {d: f"data/{d}" for d in ("cifar10", "cifar100", "imagenet100")}
+    assert p.datasets == {**expected, "imagenet1k": "data/imagenet"}
+    assert plan(_config("embedded")).datasets == {"fashion_mnist": "data"}
+    config = _config("embedded")
+    config["datasets"]["fmnist_small"]["data_dir"] = "elsewhere"
+    with pytest.raises(ValueError, match="'fashion_mnist' is read from two data_dirs"):
+        _ = plan(config).datasets
+
+
+@pytest.mark.parametrize(
+    ("extra", "gpus"),
+    [
+        ({}, (1, 1)),  # the kernel tests ask for a GPU: so does the build (on a cluster: a GPU node)
+        ({"kernels": {"build": "never"}}, (0, 1)),  # nothing to build
+        ({"resources": {"kernel_tests": {"gpu": 0}}}, (0, 0)),
+        ({"resources": {"kernel_tests": {"gpu": 0}}, "backend": "real"}, (1, 1)),  # real-quant runs need the kernels
+    ],
+)
+def test_kernels_are_built_and_tested_on_a_gpu_where_needed(tmp_path: Path, extra: dict, gpus: tuple[int, int]) -> None:
+    settings = tmp_path / "extra.yaml"
+    settings.write_text(yaml.safe_dump(extra))
+    text = _dry_run(tmp_path, "--configfile", str(settings), "--", f"{tmp_path}/results/kernels/tests.json")
+    resources = _job_blocks(text, "resources")
+    for rule, gpu in zip(("kernels", "kernel_tests"), gpus, strict=True):
+        (line,) = resources[rule]
+        assert f"gpu={gpu}," in line, (rule, line)
+
+
+def test_a_run_whose_data_is_missing_is_not_attempted(tmp_path: Path) -> None:
+    """Its cells say which dataset is missing where, and how to get it; the table is still written."""
+    missing = tmp_path / "no-imagenet"
+    settings = tmp_path / "missing.yaml"
+    settings.write_text(
+        yaml.safe_dump(
+            {
+                "preset": "embedded",
+                "results_dir": f"{tmp_path}/results",
+                "tables_dir": f"{tmp_path}/tables",
+                "datasets": {"inet": {"dataset": "imagenet100", "data_dir": str(missing)}},
+                "experiments": {
+                    "table4": {
+                        "grid": [{"datasets": ["inet"], "models": ["vit_tiny_fmnist"], "recipe": "embedded_pretrain"}]
+                    }
+                },
+            }
+        )
+    )
+    out = snakemake("--nolock", "--cores", "2", "--configfile", str(settings), "--", "table4", timeout=600)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    status = json.loads((tmp_path / "results" / "data" / "imagenet100.json").read_text())
+    assert status["status"] == "missing"
+    reason = f"imagenet100 not found at {missing} (how to get it: "
+    assert status["reason"].startswith(reason)
+    runs = sorted((tmp_path / "results" / "pretrain").glob("*/metrics.json"))
+    assert len(runs) == 4  # fp and hot, two seeds
+    assert all(json.loads(r.read_text())["status"] == f"not run: {status['reason']}" for r in runs)
+    assert f"not run: {reason}" in (tmp_path / "tables" / "table4.md").read_text()

@@ -12,17 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hot.config import HOTConfig
+from hot.lora import LORA_TABLE3
+from hot.train.config import HOT_METHODS, TrainConfig
 
 STAGES = ("pretrain", "finetune", "ablations")
 HOT_DEFAULTS = HOTConfig().to_dict()
 _UNSET = object()
-HOT_METHODS = ("hot", "hot_abc", "hot_abc_lqs")  # the methods the real-quant backend runs
-LORA_METHODS = {  # (HOT on frozen, HOT on decomposed) -> hot train's method name (supplement Table 3)
-    (False, False): "lora",
-    (False, True): "lora_hot_decomposed",
-    (True, False): "lora_hot_frozen",
-    (True, True): "lora_hot_both",
-}
 
 
 @dataclass(frozen=True)
@@ -40,6 +35,14 @@ class Run:
     def real(self) -> bool:
         """Runs on the hot-kernels extension (needs a GPU and the kernel tests)."""
         return dict(self.settings.get("hot") or {}).get("backend") == "real"
+
+    @property
+    def dataset(self) -> str:
+        return self.settings.get("dataset", TrainConfig.dataset)
+
+    @property
+    def data_dir(self) -> str:
+        return self.settings.get("data_dir", TrainConfig.data_dir)
 
 
 @dataclass
@@ -60,6 +63,18 @@ class Plan:
 
     def stage_runs(self, stage: str) -> list[str]:
         return sorted(r.name for r in self.runs.values() if r.stage == stage)
+
+    @property
+    def datasets(self) -> dict[str, str]:
+        """dataset -> the data_dir its runs read it from (one per dataset: the workflow fetches each once)."""
+        found: dict[str, str] = {}
+        for run in self.runs.values():
+            if found.setdefault(run.dataset, run.data_dir) != run.data_dir:
+                raise ValueError(
+                    f"dataset {run.dataset!r} is read from two data_dirs, {found[run.dataset]!r} and {run.data_dir!r};"
+                    " give every view of one dataset the same data_dir"
+                )
+        return found
 
 
 def _clean(value: Any) -> Any:
@@ -167,7 +182,7 @@ def plan(config: Mapping[str, Any]) -> Plan:
     e = exps["table3"]
     tables["table3"] = {
         f"f{int(f)}d{int(d)}@s{s}": b.run("ablations", e, e["dataset"], e["model"], method, s, lora=e["lora"])
-        for (f, d), method in LORA_METHODS.items()
+        for (f, d), method in LORA_TABLE3.items()
         for s in b.seeds()
     }
 

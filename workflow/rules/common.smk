@@ -3,68 +3,60 @@
 
 import json
 import re
+from pathlib import Path
 
-from hot.tables import TABLES  # the one list of tables
+from hot.tables import TABLES, WITHOUT_FIGURE  # the one list of tables (name -> title)
+
+REAL_RUNS = any(run.real for run in PLAN.runs.values())  # runs on the hot-kernels extension (backend: real)
 
 
 def res(kind):
-    """The resources of a job kind from the config; a retried job (profiles set retries) gets more time and memory."""
+    """The resources of a job kind from the config; a retried job (profiles set retries) gets more time and memory.
+
+    The kernels are built and tested on a GPU: where the kernel tests ask for one, so does the build (on a cluster
+    both then land on a GPU node, and `kernels.build: auto` builds there), and with real-quant runs both ask for at
+    least one whatever the config says: those runs train only once the kernels passed their tests.
+    """
     r = config["resources"][kind]
+    gpu = r["gpu"]
+    if kind in ("kernels", "kernel_tests") and config["kernels"]["build"] != "never":
+        gpu = max(gpu, config["resources"]["kernel_tests"]["gpu"], int(REAL_RUNS))
     return {
-        "gpu": r["gpu"],
+        "gpu": gpu,
         "mem_mb": lambda wildcards, attempt: r["mem_mb"] * attempt,
         "runtime": lambda wildcards, attempt: r["runtime"] * attempt,
     }
 
 
-def run_names(stage):
-    """A wildcard constraint that matches exactly the stage's planned runs."""
-    names = PLAN.stage_runs(stage)
-    return "|".join(re.escape(n) for n in names) if names else "(?!)"
+def run_keys():
+    """A wildcard constraint that matches exactly the planned training runs (``stage/name``)."""
+    return "|".join(re.escape(key) for key in PLAN.runs) or "(?!)"
 
 
-def train_inputs(stage):
-    def inputs(wildcards):
-        run = PLAN.runs[f"{stage}/{wildcards.name}"]
-        found = {}
-        if run.init_run:
-            found["init"] = f"{R}/{run.init_run}/model.pt"
-        if run.real:
-            found["kernel_tests"] = f"{R}/kernels/tests.json"
-        return found
-
-    return inputs
-
-
-def train_settings(stage):
-    def settings(wildcards, input):
-        run = PLAN.runs[f"{stage}/{wildcards.name}"]
-        values = dict(run.settings)
-        if run.init_run:
-            values["init"] = input.init
-        return json.dumps(values, sort_keys=True)
-
-    return settings
+def train_inputs(wildcards):
+    """What a run needs: its dataset's status, the run it starts from, and (real-quant runs) the kernel tests."""
+    run = PLAN.runs[wildcards.run]
+    found = {"data": f"{R}/data/{run.dataset}.json"}
+    if run.init_run:
+        found["init"] = f"{R}/{run.init_run}/model.pt"
+        found["init_metrics"] = f"{R}/{run.init_run}/metrics.json"
+    if run.real:
+        found["kernel_tests"] = f"{R}/kernels/tests.json"
+    return found
 
 
-def train_tests_arg(wildcards, input):
-    return input.get("kernel_tests", "")
+def train_settings(wildcards, input):
+    """The run's ``hot train`` config as JSON (the base run's model.pt filled in where it starts from one)."""
+    run = PLAN.runs[wildcards.run]
+    values = dict(run.settings)
+    if run.init_run:
+        values["init"] = input.init
+    return json.dumps(values, sort_keys=True)
 
 
-NO_FIGURE = {"table5"}
-TABLE_CODE = [f"src/hot/tables/{m}.py" for m in ("__init__", "cli", "common", "render", "plots")]
+# `hot tables` (src/hot/commands/tables.py) and the code every table shares
+TABLE_CODE = ["src/hot/commands/tables.py", *(f"src/hot/tables/{m}.py" for m in ("__init__", "common", "render", "plots"))]
 PAPER_VALUES = "src/hot/data/paper_values.yaml"
-TABLE_TITLES = {
-    "table1": "Supplement Table 1: incremental ablation of ABC and LQS",
-    "table2": "Supplement Table 2: HLA rank r",
-    "table3": "Supplement Table 3: HOT with LoRA",
-    "table4": "Supplement Table 4: pre-training accuracy",
-    "table5": "Supplement Table 5: additional FLOPs of HOT's backward",
-    "latency_figure": "Appendix F Figure 1: per-layer backward latency",
-    "memory_figure": "Memory figure: training memory of ViT-B",
-    "keep_ratio_sweep": "Follow-up: HLA filter vs gradient dropout by keep ratio",
-    "hla_blocking": "Ablation: HLA blocking (4×4 windows vs 16 consecutive positions)",
-}
 ANALYSIS_INPUTS = {  # table -> role -> results file of the analysis stages
     "table1": {"memory": f"{R}/analysis/memory_table1.json", "latency": f"{R}/latency/latency.json"},
     "table2": {"gbops": f"{R}/analysis/gbops.json"},
@@ -93,7 +85,7 @@ def table_files(tables):
     files = []
     for t in tables:
         files += [f"{T}/{t}.{ext}" for ext in ("md", "csv", "tex")]
-        if t not in NO_FIGURE:
+        if t not in WITHOUT_FIGURE:
             files.append(f"{T}/figures/{t}.png")
     return files
 

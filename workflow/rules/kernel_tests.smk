@@ -1,5 +1,6 @@
-# Stage 2: the kernels' GPU tests (pytest -m gpu tests/kernels). Status in results/kernels/tests.json:
-# "passed", "failed: ..." or "not run: <reason>" (no GPU, not built); real-quant runs and latency wait on it.
+# Stage 2: the kernels' GPU tests (pytest -m gpu tests/kernels, on GPUs of their own through `hot slots`). Status in
+# results/kernels/tests.json: "passed", "failed: ..." or "not run: <reason>" (no GPU, not built); real-quant runs
+# and latency wait on it.
 
 KERNEL_TEST_FILES = sorted(str(p) for p in Path("tests/kernels").glob("*.py"))
 
@@ -19,6 +20,5 @@ rule kernel_tests:
     threads: config["resources"]["kernel_tests"]["threads"]
     resources:
         **res("kernel_tests"),
-    shell:
-        "hot slots --gpus {resources.gpu} --job kernel_tests --"
-        " bash workflow/scripts/kernels.sh test {input.build:q} {output:q} {params.junit:q} > {log:q} 2>&1"
+    script:
+        "../scripts/kernel_tests.py"

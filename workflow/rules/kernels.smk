@@ -1,5 +1,7 @@
-# Stage 1: build the hot-kernels CUDA extension (pip install --no-build-isolation ./kernels).
-# Without a GPU (kernels.build: auto) nothing is built and results/kernels/build.json says why.
+# Stage 1: build the hot-kernels CUDA extension (pip install --no-build-isolation ./kernels) where the job runs.
+# kernels.build: auto builds there if a CUDA GPU is visible to the job (the rule asks for one where the kernel tests
+# or real-quant runs need the kernels, see res() in common.smk); without one nothing is built and
+# results/kernels/build.json says why.
 
 KERNEL_SOURCES = sorted(
     str(p)
@@ -22,5 +24,5 @@ rule kernels:
     threads: config["resources"]["kernels"]["threads"]
     resources:
         **res("kernels"),
-    shell:
-        "MAX_JOBS={threads} bash workflow/scripts/kernels.sh build {params.mode:q} {output:q} > {log:q} 2>&1"
+    script:
+        "../scripts/kernels.py"

@@ -1,7 +1,7 @@
 # Stage 5: the paper's tables (paper_tables/<table>.{md,csv,tex}, figures/<table>.png) and summary.md.
 # A table depends on its results JSON, its own module in src/hot/tables/ and the shared rendering code, and the
 # paper values, nothing else: editing table2.py reruns only table2; training code is not an input.
-# The tables, their inputs and options are defined in common.smk.
+# The tables (hot.tables.TABLES: name -> title), their inputs and options are defined in common.smk.
 
 for _t in TABLES:
 
@@ -19,7 +19,7 @@ for _t in TABLES:
             data=f"{R}/tables/{_t}.json",
             **(
                 {}
-                if _t in NO_FIGURE
+                if _t in WITHOUT_FIGURE
                 else {
                     "figure": report(
                         f"{T}/figures/{_t}.png", caption="../report/figure.rst", category="Figures", labels={"figure": _t}
@@ -30,7 +30,7 @@ for _t in TABLES:
             inputs=result_args,
             options=table_options(_t),
             figure=lambda w, output: ["--figure", output.figure] if "figure" in output.keys() else [],
-            title=TABLE_TITLES[_t],
+            title=TABLES[_t],  # the report's captions (workflow/report/*.rst)
             table=_t,
             out_dir=lambda w, output: os.path.dirname(output.md),
         log:

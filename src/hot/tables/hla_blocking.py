@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..hla import BLOCKINGS
-from . import plots
+from . import TABLES, plots
 from .common import (
     SKIP,
     Check,
@@ -43,7 +43,7 @@ def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path |
     fp = result_of(runs, "fp")
     table = Table(
         name="hla_blocking",
-        title="HLA blocking ablation — which 16 positions form a block",
+        title=TABLES["hla_blocking"],
         caption="Final top-1 (%) of HOT with each reading of HLA's 16-position blocks, and FP for reference.",
         columns=[Column("blocking", "HLA blocking"), Column("top1", "Top-1 %", paired=True)],
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paper import paper_values
-from . import plots
+from . import TABLES, plots
 from .common import (
     FAIL,
     SKIP,
@@ -40,7 +40,7 @@ def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path |
     fp = result_of(runs, "fp")
     table = Table(
         name="keep_ratio_sweep",
-        title="Follow-up keep-ratio sweep — HLA filter vs gradient dropout",
+        title=TABLES["keep_ratio_sweep"],
         caption="Final top-1 (%) at each keep ratio of the g_w path: HLA-only low-pass filter (floating point) "
         "against random gradient dropout keeping the same fraction; FP for reference.",
         columns=[

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paper import paper_values
-from . import plots
+from . import TABLES, plots
 from .common import (
     FAIL,
     PASS,
@@ -45,7 +45,7 @@ def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path |
         measured = {(str(r.get("model")), str(r.get("layer"))): r for r in rows}
     table = Table(
         name="latency_figure",
-        title="Appendix F Figure 1 — per-layer backward latency",
+        title=TABLES["latency_figure"],
         caption=f"{paper['caption']}: paper on {paper['gpu']}; "
         + (f"ours: {data}" if isinstance(data, str) else f"ours on {device}")
         + "; µs per backward of one layer, FP32 baseline; speed-up = FP / HOT.",

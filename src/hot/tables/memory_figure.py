@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paper import paper_values
-from . import plots
+from . import TABLES, plots
 from .common import Column, Table, is_number, memory_gb, option, read_json, within_rel
 
 COMPONENTS = ("weight", "gradient", "optimizer", "activation", "total")
@@ -22,7 +22,7 @@ def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path |
     data = read_json(inputs.get("memory"))
     table = Table(
         name="memory_figure",
-        title="Memory figure — training memory of ViT-B",
+        title=TABLES["memory_figure"],
         caption=f"{paper['caption']}; GB = 2^30 bytes.",
         columns=[
             Column("component", "Component"),

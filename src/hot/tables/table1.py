@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paper import paper_values
-from . import plots
+from . import TABLES, plots
 from .common import (
     FAIL,
     PASS,
@@ -66,7 +66,7 @@ def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path |
 
     table = Table(
         name="table1",
-        title="Supplement Table 1 — incremental ablation of ABC and LQS",
+        title=TABLES["table1"],
         caption=paper["caption"] + ". Memory: the paper's accounting; acceleration: mean per-layer backward speed-up "
         "over FP on the ViT layers; accuracy: final top-1 (%).",
         columns=[

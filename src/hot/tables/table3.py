@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paper import paper_values
-from . import plots
+from . import TABLES, plots
 from .common import (
     Column,
     RunResult,
@@ -35,7 +35,7 @@ def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path |
     runs = runs_by_cell(inputs)
     table = Table(
         name="table3",
-        title="Supplement Table 3 — HOT with LoRA",
+        title=TABLES["table3"],
         caption=paper["caption"] + ". Accuracy: final top-1 (%).",
         columns=[
             Column("frozen", "HOT on frozen"),

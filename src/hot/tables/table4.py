@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paper import paper_values
-from . import plots
+from . import TABLES, plots
 from .common import SKIP, Check, Column, Table, accuracy_within, option, result_of, runs_by_cell
 
 LABELS = {"fp": "FP", "int4": "INT4", "luq": "LUQ", "lbp_wht": "LBP-WHT", "hot": "HOT"}
@@ -29,7 +29,7 @@ def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path |
 
     table = Table(
         name="table4",
-        title="Supplement Table 4 — pre-training accuracy",
+        title=TABLES["table4"],
         caption=paper["caption"] + ". Final top-1 (%); NaN: training failed.",
         columns=[
             Column("row", "Dataset / model (ours)"),

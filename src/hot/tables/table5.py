@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paper import paper_values
+from . import TABLES
 from .common import Column, Table, option, within_rel
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
@@ -56,7 +57,7 @@ def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path |
     shape = example["shape"]
     table = Table(
         name="table5",
-        title="Supplement Table 5 — additional FLOPs of HOT's backward",
+        title=TABLES["table5"],
         caption=f"{paper['caption']}, evaluated for {example['layer']} of EfficientFormer-L1 "
         f"(L, O, I) = ({shape['L']}, {shape['O']}, {shape['I']}), "
         f"n = {variables['n']:g}, r = {variables['r']:g}; MFLOPs.",

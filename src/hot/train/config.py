@@ -21,6 +21,8 @@ LORA_METHODS = {name: flags for flags, name in LORA_TABLE3.items()}
 # Methods that are a HOTConfig but not a preset of the paper's tables: the follow-up's filter and its control.
 FILTER_METHODS = ("hla_filter", "grad_dropout")
 METHOD_NAMES = (*PRESETS, *FILTER_METHODS, *LORA_METHODS)
+# The presets that run HOT itself (HQ on g_x, HLA on g_w, with or without ABC/LQS): what the real backend runs.
+HOT_METHODS = tuple(name for name, preset in PRESETS.items() if preset.method == "hot")
 OPTIMIZERS = ("adamw", "sgd")
 SCHEDULERS = ("cosine", "cosine_restarts", "multistep", "constant")
 DEVICES = ("auto", "cpu", "cuda")

@@ -6,6 +6,9 @@ download into ``data_dir``. Every route's files are checked against the SHA-256 
 Debian package recompresses the upstream .gz files, so only the decompressed bytes are the same everywhere). The two
 routes that write (apt-get/dpkg-deb, torchvision) fetch under an exclusive file lock into a temporary directory that is
 renamed into place when complete, so concurrent jobs fetch once and never read a half-written tree.
+
+:func:`fetch` finds or fetches any dataset ahead of training (``hot data fetch``, the workflow's ``data`` rule);
+training finds or fetches its data the same way when it runs alone.
 """
 
 from __future__ import annotations
@@ -215,24 +218,74 @@ def fashion_mnist_routes(data_dir: str) -> list[tuple[str, Callable[[], dict[str
     ]
 
 
-@functools.lru_cache(maxsize=2)
-def load_fashion_mnist(data_dir: str) -> dict[str, torch.Tensor]:
-    """Images (uint8, N x 28 x 28) and labels (int64) of both splits, from the first route that works."""
+def _fashion_mnist_raw(data_dir: str) -> tuple[str, dict[str, bytes]]:
+    """(the route that worked, the verified idx bytes by file stem), from the first route that works."""
     failures = []
     for description, route in fashion_mnist_routes(data_dir):
         try:
-            raw = route()
+            return description, route()
         except DatasetError as err:
             failures.append(f"  - {description}: {' '.join(str(err).split())}")  # one line per route
-            continue
-        return {stem: _parse_idx(data) for stem, data in raw.items()}
-    files = ", ".join(f"{stem}.gz" for stem in FASHION_MNIST_SHA256)
     raise DatasetError(
         "Fashion-MNIST could not be loaded by any route:\n"
         + "\n".join(failures)
-        + f"\nTo get it: apt-get install {DEBIAN_PACKAGE} (as root), or put the four idx files ({files}) in "
-        f"{Path(data_dir) / 'FashionMNIST' / 'raw'}/"
+        + f"\nTo get it: {how_to_get('fashion_mnist', data_dir)}"
     )
+
+
+@functools.lru_cache(maxsize=2)
+def load_fashion_mnist(data_dir: str) -> dict[str, torch.Tensor]:
+    """Images (uint8, N x 28 x 28) and labels (int64) of both splits, from the first route that works."""
+    _, raw = _fashion_mnist_raw(data_dir)
+    return {stem: _parse_idx(data) for stem, data in raw.items()}
+
+
+# --- Finding a dataset ahead of training -----------------------------------------------------------------------------
+
+
+def dataset_path(name: str, data_dir: str) -> Path:
+    """Where training looks for a dataset's files under ``data_dir``."""
+    if name == "fashion_mnist":
+        return Path(data_dir) / "FashionMNIST" / "raw"
+    return Path(data_dir)
+
+
+def how_to_get(name: str, data_dir: str) -> str:
+    """How to put a dataset where training finds it, in one line."""
+    if name == "fashion_mnist":
+        files = ", ".join(f"{stem}.gz" for stem in FASHION_MNIST_SHA256)
+        return (
+            f"apt-get install {DEBIAN_PACKAGE} (as root), or put the four idx files ({files}) in "
+            f"{dataset_path(name, data_dir)}/"
+        )
+    if name in ("cifar10", "cifar100"):
+        return f"hot data fetch --dataset {name} --root {data_dir} where the network is reachable (torchvision)"
+    if name in ("imagenet100", "imagenet1k"):
+        subset = "the 100 classes of ImageNet-100 from " if name == "imagenet100" else ""
+        return (
+            f"{subset}ILSVRC-2012 (image-net.org, registration needed) as ImageFolder trees "
+            f"{Path(data_dir) / 'train'}/<class>/<image> and {Path(data_dir) / 'val'}/<class>/<image>"
+        )
+    return "nothing: it is generated in memory"
+
+
+def fetch(name: str, data_dir: str) -> str:
+    """Find ``name`` under ``data_dir``, fetching it where a route allows; returns where it was found.
+
+    Raises :class:`DatasetError` (why, and how to get it) where it is not there and cannot be fetched.
+    """
+    if name == "synthetic":
+        return "generated in memory"
+    if name == "fashion_mnist":
+        return _fashion_mnist_raw(data_dir)[0]
+    if name in ("cifar10", "cifar100"):
+        for train in (True, False):
+            _cifar_split(name, data_dir, train, None)
+        return f"{data_dir} (torchvision's {name} files)"
+    for split in ("train", "val"):
+        _imagenet_classes(Path(data_dir) / split, name)
+    dataset_info(name, data_dir)  # the class count
+    return f"{data_dir}/train and {data_dir}/val (ImageFolder)"
 
 
 def _parse_idx(data: bytes) -> torch.Tensor:
@@ -353,9 +406,8 @@ def _synthetic(sizes: tuple[int, int]) -> list[tuple[torch.Tensor, torch.Tensor]
 
 
 def _cifar(name: str, data_dir: str, size: int) -> tuple[tuple[Any, Sequence[int]], ...]:
-    from torchvision import datasets, transforms
+    from torchvision import transforms
 
-    cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
     mean, std = (CIFAR10_MEAN, CIFAR10_STD) if name == "cifar10" else (CIFAR100_MEAN, CIFAR100_STD)
     resize = [transforms.Resize(size, antialias=True)] if size != 32 else []
     train_tf = transforms.Compose(
@@ -370,18 +422,26 @@ def _cifar(name: str, data_dir: str, size: int) -> tuple[tuple[Any, Sequence[int
     test_tf = transforms.Compose([transforms.ToTensor(), transforms.Normalize(mean, std), *resize])
     out = []
     for train, tf in ((True, train_tf), (False, test_tf)):
-        try:
-            ds = cls(data_dir, train=train, transform=tf, download=False)
-        except RuntimeError:
-            try:
-                ds = cls(data_dir, train=train, transform=tf, download=True)
-            except Exception as err:  # network errors come in many types
-                raise DatasetError(
-                    f"{name} is not in {data_dir} and could not be downloaded ({type(err).__name__}: {err}); "
-                    f"download it where the network is reachable into data_dir ({data_dir})"
-                ) from err
+        ds = _cifar_split(name, data_dir, train, tf)
         out.append((ds, ds.targets))
     return tuple(out)
+
+
+def _cifar_split(name: str, data_dir: str, train: bool, transform: Any) -> Any:
+    """One split of CIFAR-10/100 from ``data_dir``, downloaded by torchvision first where it is not there."""
+    from torchvision import datasets
+
+    cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
+    try:
+        return cls(data_dir, train=train, transform=transform, download=False)
+    except RuntimeError:
+        try:
+            return cls(data_dir, train=train, transform=transform, download=True)
+        except Exception as err:  # network errors come in many types
+            raise DatasetError(
+                f"{name} is not in {data_dir} and could not be downloaded ({type(err).__name__}: {err}); "
+                f"to get it: {how_to_get(name, data_dir)}"
+            ) from err
 
 
 def _imagenet_classes(root: Path, name: str) -> list[str]:

@@ -84,13 +84,57 @@ def test_hot_error_is_lower_than_plain_int4_on_outlier_gradients():
     assert errors["hot"] < errors["int4"] / 2
 
 
-def test_register_backend_serves_layers_created_afterwards(monkeypatch):
-    from hot import backends
+def test_backend_options_are_config_fields_and_layers_of_equal_options_share_a_backend():
     from hot.backends.reference import ReferenceBackend
 
-    monkeypatch.setattr(backends, "_REGISTRY", {})
-    replacement = ReferenceBackend()
-    backends.register_backend("fake", replacement)
-    assert create_method(HOTConfig(backend="fake")).backend is replacement
-    with pytest.raises(ValueError, match="backend must be 'fake' or 'real', got 'gpu'"):
-        backends.register_backend("gpu", replacement)
+    a, b = create_method(HOTConfig(backend="fake")), create_method(HOTConfig(backend="fake", abc=True))
+    assert isinstance(a.backend, ReferenceBackend) and a.backend is b.backend
+    with pytest.raises(ValueError, match="gemm and fused_grad_output are options of backend 'real'"):
+        HOTConfig(gemm="cublas")
+    with pytest.raises(ValueError, match="gemm must be one of"):
+        HOTConfig(backend="real", gemm="cublass")
+    with pytest.raises(ValueError, match="fused_grad_output must be one of"):
+        HOTConfig(backend="real", fused_grad_output="yes")
+
+
+def test_real_backend_without_the_extension_says_how_to_build_it(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "hot_kernels", None)  # an import of it fails, as where it is not built
+    with pytest.raises(RuntimeError, match=r"pip install --no-build-isolation \./kernels"):
+        create_method(HOTConfig(backend="real", gemm="cutlass", fused_grad_output=True))
+
+
+def test_specs_reject_bad_fields_by_name():
+    from hot.backends import HLASpec, HQSpec
+    from hot.hla import hla_windows
+
+    windows = hla_windows(16, "paper")
+    with pytest.raises(ValueError, match=r"HQSpec\.block must be a power of two, got 12"):
+        HQSpec(12, 4)
+    with pytest.raises(ValueError, match=r"HQSpec.bits must be one of \[4, 8\], got 3"):
+        HQSpec(16, 3)
+    with pytest.raises(ValueError, match="hash key must be an integer in"):
+        HQSpec(16, 4, "per_token", -1)
+    with pytest.raises(ValueError, match=r"HLASpec\.rank must be an integer in 1\.\.16, got 17"):
+        HLASpec(windows, 17, 8, "nearest", "per_tensor")
+    with pytest.raises(ValueError, match=r"HLASpec\.key is needed for stochastic rounding"):
+        HLASpec(windows, 8, 8, "stochastic", "per_tensor")
+    with pytest.raises(ValueError, match=r"HLASpec\.windows must be a hot\.hla\.HLAWindows, got int"):
+        HLASpec(16, 8, 8, "nearest", "per_tensor")
+
+
+def test_layer_specs_are_what_the_hot_layer_quantises_with():
+    from hot.backends import HLASpec
+    from hot.hla import hla_windows
+    from hot.methods import Keys, layer_specs
+    from hot.rounding import Stream
+
+    config, keys = HOTConfig(hq_block=8, gw_granularity="per_channel", seed=3), Keys(3, 1, 2)
+    windows = hla_windows(16, "paper")
+    specs = layer_specs(config, 24, windows, keys, "per_tensor")
+    assert (specs.grad_output.block, specs.grad_output.granularity) == (8, "per_tensor")  # 24 = 8 · 3
+    assert specs.grad_output.key == keys(Stream.GX_GRAD_OUTPUT)
+    assert specs.grad_output_hla == HLASpec(windows, 8, 8, "stochastic", "per_channel", keys(Stream.GW_GRAD_OUTPUT))
+    assert specs.input_hla == HLASpec(windows, 8, 8, "nearest", "per_channel")
+    assert layer_specs(config, 24, windows, keys).grad_output.granularity == "per_token"

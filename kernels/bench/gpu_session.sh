@@ -42,10 +42,10 @@ while [ $# -gt 0 ]; do
         | tee "$OUT/bench-$(echo "$1" | tr ',' '-').log" | tail -60
       ;;
     variants)
-      "$PY" kernels/bench/variants.py --out "$OUT/variants.json" 2>&1 | tee "$OUT/variants.log" | tail -40
+      "$PY" -m hot.cli bench ${BENCH_ARGS:-} --sections stages --out "$OUT/variants.json" 2>&1 | tee "$OUT/variants.log" | tail -40
       ;;
     sm90gemm)
-      "$PY" kernels/bench/sm90_gemm.py --out "$OUT/sm90_gemm.json" 2>&1 | tee "$OUT/sm90_gemm.log" | tail -40 \
+      "$PY" -m hot.cli bench --sections sm90_gemm --out "$OUT/sm90_gemm.json" 2>&1 | tee "$OUT/sm90_gemm.log" | tail -40 \
         || echo "sm90gemm failed (the session goes on)"
       ;;
     *) echo "unknown step $1" >&2; exit 2 ;;

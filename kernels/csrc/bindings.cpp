@@ -1,5 +1,7 @@
-// Torch adapters of the launchers in hot_kernels.h: each checks device, dtype, contiguity and shape
-// (TORCH_CHECK raises RuntimeError naming the problem), allocates outputs and launches on the current stream.
+// Torch adapters of the launchers in hot_kernels.h: each checks device, dtype, contiguity and shape, allocates
+// outputs and launches on the current stream. Bad arguments raise ValueError naming the tensor and the problem
+// (TORCH_CHECK_VALUE, translated below); a failing kernel or GEMM raises RuntimeError. These checks are the only
+// ones on tensors: hot.backends.real calls check_* before the paths that run torch's own GEMMs.
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -16,17 +18,23 @@ namespace {
 // c10::str crashed the process (SIGSEGV) instead of raising; string and enum operands raised normally.
 std::string num(int64_t v) { return std::to_string(v); }
 
+std::string shape_of(const at::Tensor& t) {
+  std::string s = "(";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + num(t.size(i));
+  return s + (t.dim() == 1 ? ",)" : ")");
+}
+
 void check_cuda(const at::Tensor& t, const char* name) {
-  TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor, got device ", t.device());
-  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
+  TORCH_CHECK_VALUE(t.is_cuda(), name, " must be a CUDA tensor, got device ", t.device());
+  TORCH_CHECK_VALUE(t.is_contiguous(), name, " must be contiguous");
 }
 
 void check_dtype(const at::Tensor& t, at::ScalarType want, const char* name) {
-  TORCH_CHECK(t.scalar_type() == want, name, " must be ", want, ", got ", t.scalar_type());
+  TORCH_CHECK_VALUE(t.scalar_type() == want, name, " must be ", want, ", got ", t.scalar_type());
 }
 
 void check_aligned(const at::Tensor& t, const char* name) {
-  TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, name, " must be 16-byte aligned (clone it)");
+  TORCH_CHECK_VALUE(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, name, " must be 16-byte aligned (clone it)");
 }
 
 hot::InType float_type(const at::Tensor& t, const char* name) {
@@ -34,24 +42,24 @@ hot::InType float_type(const at::Tensor& t, const char* name) {
     case at::kFloat: return hot::InType::F32;
     case at::kHalf: return hot::InType::F16;
     case at::kBFloat16: return hot::InType::BF16;
-    default: TORCH_CHECK(false, name, " must be float32, float16 or bfloat16, got ", t.scalar_type());
+    default: TORCH_CHECK_VALUE(false, name, " must be float32, float16 or bfloat16, got ", t.scalar_type());
   }
 }
 
 void check_block(int64_t block, int64_t size, const char* what) {
-  TORCH_CHECK(block == 1 || block == 2 || block == 4 || block == 8 || block == 16,
+  TORCH_CHECK_VALUE(block == 1 || block == 2 || block == 4 || block == 8 || block == 16,
               "Hadamard block must be 1, 2, 4, 8 or 16, got ", num(block));
-  TORCH_CHECK(size % block == 0, what, " = ", num(size), " is not a multiple of the Hadamard block ", num(block));
+  TORCH_CHECK_VALUE(size % block == 0, what, " = ", num(size), " is not a multiple of the Hadamard block ", num(block));
 }
 
 int qmax_of(int64_t bits) {
-  TORCH_CHECK(bits == 4 || bits == 8, "bits must be 4 or 8, got ", num(bits));
+  TORCH_CHECK_VALUE(bits == 4 || bits == 8, "bits must be 4 or 8, got ", num(bits));
   return bits == 4 ? 7 : 127;
 }
 
 // qmax of codes written as the GEMM's operand: e4m3 holds every integer up to 16 exactly, so fp8 takes 4-bit codes.
 int operand_qmax(int64_t bits, bool fp8) {
-  TORCH_CHECK(!fp8 || bits == 4, "fp8 operands hold 4-bit codes only (e4m3 is exact up to 16), got bits = ", num(bits));
+  TORCH_CHECK_VALUE(!fp8 || bits == 4, "fp8 operands hold 4-bit codes only (e4m3 is exact up to 16), got bits = ", num(bits));
   return qmax_of(bits);
 }
 
@@ -60,11 +68,11 @@ std::vector<at::Tensor> hq_quantize_grad_output(const at::Tensor& g_y, int64_t b
                                                 int64_t key, bool fp8) {
   check_cuda(g_y, "g_y");
   check_aligned(g_y, "g_y");
-  TORCH_CHECK(g_y.dim() == 2, "g_y must be 2-D (L, O), got ", num(g_y.dim()), "-D");
+  TORCH_CHECK_VALUE(g_y.dim() == 2, "g_y must be 2-D (L, O), got ", num(g_y.dim()), "-D");
   const auto type = float_type(g_y, "g_y");
   check_block(block, g_y.size(1), "O");
   const int qmax = operand_qmax(bits, fp8);
-  TORCH_CHECK(g_y.size(0) <= INT32_MAX, "g_y has too many rows for one launch");
+  TORCH_CHECK_VALUE(g_y.size(0) <= INT32_MAX, "g_y has too many rows for one launch");
   const c10::cuda::CUDAGuard guard(g_y.device());
   auto opts = g_y.options();
   auto codes = at::empty(g_y.sizes(), opts.dtype(fp8 ? at::kFloat8_e4m3fn : at::kChar));
@@ -83,8 +91,8 @@ std::vector<at::Tensor> hq_quantize_grad_output(const at::Tensor& g_y, int64_t b
 // (codes_t (I, O) int8 = W's codes transposed, or float8 e4m3 with fp8; scale ()).
 std::vector<at::Tensor> hq_quantize_weight(const at::Tensor& w, int64_t block, int64_t bits, bool fp8) {
   check_cuda(w, "weight");
-  TORCH_CHECK(w.dim() == 2, "weight must be 2-D (O, I), got ", num(w.dim()), "-D");
-  TORCH_CHECK(w.numel() > 0, "weight is empty");
+  TORCH_CHECK_VALUE(w.dim() == 2, "weight must be 2-D (O, I), got ", num(w.dim()), "-D");
+  TORCH_CHECK_VALUE(w.numel() > 0, "weight is empty");
   const auto type = float_type(w, "weight");
   check_block(block, w.size(0), "O");
   const int qmax = operand_qmax(bits, fp8);
@@ -103,15 +111,15 @@ std::vector<at::Tensor> hq_quantize_weight(const at::Tensor& w, int64_t block, i
 // HLA windows (tokens, prefix, height, width, window_w) checked against L: whole samples, a grid that accounts
 // for T, 4x4 windows or 1x16 strips.
 hot::HlaWindows hla_windows(int64_t length, const std::vector<int64_t>& w) {
-  TORCH_CHECK(w.size() == 5, "HLA windows are (tokens, prefix, height, width, window_w), got ", num(w.size()),
+  TORCH_CHECK_VALUE(w.size() == 5, "HLA windows are (tokens, prefix, height, width, window_w), got ", num(w.size()),
               " numbers");
   const hot::HlaWindows out{w[0], w[1], w[2], w[3], static_cast<int>(w[4])};
-  TORCH_CHECK(out.tokens >= 1 && length % out.tokens == 0, "L = ", num(length),
+  TORCH_CHECK_VALUE(out.tokens >= 1 && length % out.tokens == 0, "L = ", num(length),
               " is not a whole number of samples of T = ", num(out.tokens), " positions");
-  TORCH_CHECK(out.prefix >= 0 && out.height >= 1 && out.width >= 1 && out.prefix + out.height * out.width == out.tokens,
+  TORCH_CHECK_VALUE(out.prefix >= 0 && out.height >= 1 && out.width >= 1 && out.prefix + out.height * out.width == out.tokens,
               "HLA windows: ", num(out.prefix), " prefix + ", num(out.height), "x", num(out.width),
               " grid is not T = ", num(out.tokens));
-  TORCH_CHECK(out.window_w == 4 || (out.window_w == 16 && out.height == 1 && out.prefix == 0),
+  TORCH_CHECK_VALUE(out.window_w == 4 || (out.window_w == 16 && out.height == 1 && out.prefix == 0),
               "HLA windows must be 4x4, or 1x16 strips of a 1-row grid without prefix, got window width ",
               num(out.window_w));
   return out;
@@ -122,9 +130,9 @@ hot::HlaWindows hla_windows(int64_t length, const std::vector<int64_t>& w) {
 std::vector<int> hla_kept_rows(int64_t length, const hot::HlaWindows& w, const std::vector<int64_t>& rows,
                                int64_t& proj_rows) {
   const int rank = static_cast<int>(rows.size());
-  TORCH_CHECK(rank >= 1 && rank <= 16, "HLA rank must be in 1..16, got ", num(rank));
+  TORCH_CHECK_VALUE(rank >= 1 && rank <= 16, "HLA rank must be in 1..16, got ", num(rank));
   std::vector<int> kept(rows.begin(), rows.end());
-  for (int r : kept) TORCH_CHECK(r >= 0 && r < 16, "HLA basis row must be in 0..15, got ", num(r));
+  for (int r : kept) TORCH_CHECK_VALUE(r >= 0 && r < 16, "HLA basis row must be in 0..15, got ", num(r));
   proj_rows = hot::hla_projected_rows(length, w, rank);
   return kept;
 }
@@ -135,8 +143,8 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int6
                                      int64_t bits, bool stochastic, bool per_channel, int64_t key) {
   check_cuda(t, "t");
   check_aligned(t, "t");
-  TORCH_CHECK(t.dim() == 2, "t must be 2-D (L, C), got ", num(t.dim()), "-D");
-  TORCH_CHECK(t.numel() > 0, "t is empty");
+  TORCH_CHECK_VALUE(t.dim() == 2, "t must be 2-D (L, C), got ", num(t.dim()), "-D");
+  TORCH_CHECK_VALUE(t.numel() > 0, "t is empty");
   const auto type = float_type(t, "t");
   int64_t proj_rows = 0;
   const hot::HlaWindows w = hla_windows(t.size(0), windows);
@@ -164,12 +172,12 @@ std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, const std::v
                                              bool stochastic, int64_t hla_key) {
   check_cuda(g_y, "g_y");
   check_aligned(g_y, "g_y");
-  TORCH_CHECK(g_y.dim() == 2, "g_y must be 2-D (L, O), got ", num(g_y.dim()), "-D");
-  TORCH_CHECK(g_y.numel() > 0, "g_y is empty");
+  TORCH_CHECK_VALUE(g_y.dim() == 2, "g_y must be 2-D (L, O), got ", num(g_y.dim()), "-D");
+  TORCH_CHECK_VALUE(g_y.numel() > 0, "g_y is empty");
   const auto type = float_type(g_y, "g_y");
   const int64_t length = g_y.size(0), channels = g_y.size(1);
   check_block(block, channels, "O");
-  TORCH_CHECK(channels % 4 == 0, "the fused g_y quantiser needs O a multiple of 4, got ", num(channels));
+  TORCH_CHECK_VALUE(channels % 4 == 0, "the fused g_y quantiser needs O a multiple of 4, got ", num(channels));
   int64_t proj_rows = 0;
   const hot::HlaWindows w = hla_windows(length, windows);
   const std::vector<int> kept = hla_kept_rows(length, w, rows, proj_rows);
@@ -216,13 +224,13 @@ at::Tensor dequantize(const at::Tensor& acc, const at::Tensor& row, const at::Te
   check_cuda(acc, "acc");
   check_cuda(row, "row scale");
   check_cuda(col, "column scale");
-  TORCH_CHECK(acc.dim() == 2, "acc must be 2-D");
+  TORCH_CHECK_VALUE(acc.dim() == 2, "acc must be 2-D");
   check_dtype(row, at::kFloat, "row scale");
   check_dtype(col, at::kFloat, "column scale");
   const int64_t m = acc.size(0), n = acc.size(1);
-  TORCH_CHECK(row.numel() == m || row.numel() == 1, "row scale has ", num(row.numel()), " elements, want ", num(m),
+  TORCH_CHECK_VALUE(row.numel() == m || row.numel() == 1, "row scale has ", num(row.numel()), " elements, want ", num(m),
               " or 1");
-  TORCH_CHECK(col.numel() == n || col.numel() == 1, "column scale has ", num(col.numel()), " elements, want ",
+  TORCH_CHECK_VALUE(col.numel() == n || col.numel() == 1, "column scale has ", num(col.numel()), " elements, want ",
               num(n), " or 1");
   const c10::cuda::CUDAGuard guard(acc.device());
   auto out = at::empty({m, n}, acc.options().dtype(at::kFloat));
@@ -244,8 +252,8 @@ at::Tensor dequantize(const at::Tensor& acc, const at::Tensor& row, const at::Te
 at::Tensor codes_to_e4m3(const at::Tensor& codes, int64_t cols_pad) {
   check_cuda(codes, "codes");
   check_dtype(codes, at::kChar, "codes");
-  TORCH_CHECK(codes.dim() == 2, "codes must be 2-D");
-  TORCH_CHECK(cols_pad >= codes.size(1), "cols_pad must be at least the column count");
+  TORCH_CHECK_VALUE(codes.dim() == 2, "codes must be 2-D");
+  TORCH_CHECK_VALUE(cols_pad >= codes.size(1), "cols_pad must be at least the column count");
   const c10::cuda::CUDAGuard guard(codes.device());
   auto out = at::empty({codes.size(0), cols_pad}, codes.options().dtype(at::kFloat8_e4m3fn));
   if (out.numel() == 0) return out;
@@ -258,8 +266,8 @@ at::Tensor codes_to_e4m3(const at::Tensor& codes, int64_t cols_pad) {
 at::Tensor pack_int4(const at::Tensor& codes, int64_t cols_pad) {
   check_cuda(codes, "codes");
   check_dtype(codes, at::kChar, "codes");
-  TORCH_CHECK(codes.dim() == 2, "codes must be 2-D");
-  TORCH_CHECK(cols_pad >= codes.size(1) && cols_pad % 2 == 0, "cols_pad must be even and at least the column count");
+  TORCH_CHECK_VALUE(codes.dim() == 2, "codes must be 2-D");
+  TORCH_CHECK_VALUE(cols_pad >= codes.size(1) && cols_pad % 2 == 0, "cols_pad must be even and at least the column count");
   const c10::cuda::CUDAGuard guard(codes.device());
   auto out = at::empty({codes.size(0), cols_pad / 2}, codes.options().dtype(at::kByte));
   if (out.numel() == 0) return out;
@@ -281,10 +289,10 @@ at::Tensor cutlass_gemm_s4(const at::Tensor& a, const at::Tensor& b) {
   check_dtype(b, at::kByte, "b (packed int4)");
   check_aligned(a, "a");
   check_aligned(b, "b");
-  TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(1), "a (M, K/2) and b (N, K/2) must agree in K");
+  TORCH_CHECK_VALUE(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(1), "a (M, K/2) and b (N, K/2) must agree in K");
   const int64_t k = 2 * a.size(1);
-  TORCH_CHECK(k % 32 == 0, "INT4 GEMM needs K a multiple of 32, got ", num(k));
-  TORCH_CHECK(b.size(0) % 4 == 0, "INT4 GEMM needs N a multiple of 4, got ", num(b.size(0)));
+  TORCH_CHECK_VALUE(k % 32 == 0, "INT4 GEMM needs K a multiple of 32, got ", num(k));
+  TORCH_CHECK_VALUE(b.size(0) % 4 == 0, "INT4 GEMM needs N a multiple of 4, got ", num(b.size(0)));
   const c10::cuda::CUDAGuard guard(a.device());
   auto d = at::empty({a.size(0), b.size(0)}, a.options().dtype(at::kInt));
   check_gemm_status(hot::cutlass_gemm_s4(a.data_ptr<uint8_t>(), b.data_ptr<uint8_t>(), d.data_ptr<int32_t>(),
@@ -302,14 +310,14 @@ void check_int8_gemm_operands(const at::Tensor& a, const at::Tensor& b) {
   check_dtype(b, at::kChar, "b");
   check_aligned(a, "a");
   check_aligned(b, "b");
-  TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(1), "a (M, K) and b (N, K) must agree in K");
+  TORCH_CHECK_VALUE(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(1), "a (M, K) and b (N, K) must agree in K");
 }
 
 // int32 (M, N) = A (M, K) · Bᵀ with B stored (N, K), int8.
 at::Tensor cutlass_gemm_s8(const at::Tensor& a, const at::Tensor& b) {
   check_int8_gemm_operands(a, b);
-  TORCH_CHECK(a.size(1) % 16 == 0, "INT8 GEMM needs K a multiple of 16, got ", num(a.size(1)));
-  TORCH_CHECK(b.size(0) % 4 == 0, "INT8 GEMM needs N a multiple of 4, got ", num(b.size(0)));
+  TORCH_CHECK_VALUE(a.size(1) % 16 == 0, "INT8 GEMM needs K a multiple of 16, got ", num(a.size(1)));
+  TORCH_CHECK_VALUE(b.size(0) % 4 == 0, "INT8 GEMM needs N a multiple of 4, got ", num(b.size(0)));
   const c10::cuda::CUDAGuard guard(a.device());
   auto d = at::empty({a.size(0), b.size(0)}, a.options().dtype(at::kInt));
   check_gemm_status(hot::cutlass_gemm_s8(a.data_ptr<int8_t>(), b.data_ptr<int8_t>(), d.data_ptr<int32_t>(),
@@ -326,11 +334,11 @@ at::Tensor cutlass_gemm_s8(const at::Tensor& a, const at::Tensor& b) {
 at::Tensor cutlass_gemm_s8_sm90(const at::Tensor& a, const at::Tensor& b, int64_t variant, int64_t decomposition,
                                 int64_t splits) {
   check_int8_gemm_operands(a, b);
-  TORCH_CHECK(a.device() == b.device(), "a and b must be on the same device");
+  TORCH_CHECK_VALUE(a.device() == b.device(), "a and b must be on the same device");
   const int64_t m = a.size(0), n = b.size(0), k = a.size(1);
-  TORCH_CHECK(k % 16 == 0, "sm90 INT8 GEMM needs K a multiple of 16 (TMA: 16-byte rows), got ", num(k));
-  TORCH_CHECK(n % 4 == 0, "sm90 INT8 GEMM needs N a multiple of 4 (TMA: 16-byte int32 rows), got ", num(n));
-  TORCH_CHECK(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX, "sm90 INT8 GEMM: a dimension exceeds int32");
+  TORCH_CHECK_VALUE(k % 16 == 0, "sm90 INT8 GEMM needs K a multiple of 16 (TMA: 16-byte rows), got ", num(k));
+  TORCH_CHECK_VALUE(n % 4 == 0, "sm90 INT8 GEMM needs N a multiple of 4 (TMA: 16-byte int32 rows), got ", num(n));
+  TORCH_CHECK_VALUE(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX, "sm90 INT8 GEMM: a dimension exceeds int32");
   const c10::cuda::CUDAGuard guard(a.device());
   TORCH_CHECK(hot::cutlass_sm90_available(), hot::cutlass_sm90_status_string(hot::kSm90NotCompiled));
   if (m == 0 || n == 0) return at::empty({m, n}, a.options().dtype(at::kInt));
@@ -352,10 +360,65 @@ at::Tensor cutlass_gemm_s8_sm90(const at::Tensor& a, const at::Tensor& b, int64_
 // Whether this build holds the sm_90a GEMM and the current device runs it.
 bool cutlass_sm90_available() { return hot::cutlass_sm90_available(); }
 
+// What the quantisers read: a float32/float16/bfloat16 2-D CUDA tensor (any strides: the caller makes it
+// contiguous and aligned).
+void check_float_matrix(const at::Tensor& t, const std::string& name) {
+  TORCH_CHECK_VALUE(t.is_cuda(), name, " must be on a CUDA device for backend 'real', got ", t.device());
+  float_type(t, name.c_str());
+  TORCH_CHECK_VALUE(t.dim() == 2, name, " must be 2-D, got shape ", shape_of(t));
+}
+
+void check_codes(const at::Tensor& t, const char* name, bool fp8_ok) {
+  TORCH_CHECK_VALUE(t.is_cuda(), name, " must be on a CUDA device, got ", t.device());
+  TORCH_CHECK_VALUE(t.scalar_type() == at::kChar || (fp8_ok && t.scalar_type() == at::kFloat8_e4m3fn), name,
+                    " must be int8 codes", fp8_ok ? " (or float8_e4m3fn)" : "", ", got ", t.scalar_type());
+  TORCH_CHECK_VALUE(t.dim() == 2, name, " must be 2-D, got shape ", shape_of(t));
+}
+
+// A float32 CUDA scale with one element or `n` (one per row or column of the product).
+void check_scale(const at::Tensor& t, const char* name, int64_t n) {
+  TORCH_CHECK_VALUE(t.is_cuda() && t.scalar_type() == at::kFloat, name, " must be a float32 CUDA tensor, got ",
+                    t.scalar_type(), " on ", t.device());
+  TORCH_CHECK_VALUE(t.numel() == 1 || t.numel() == n, name, " has ", num(t.numel()), " elements, expected 1 or ",
+                    num(n));
+}
+
+// g_x = a (L, O) · b (O, I), scales (L) or () and ().
+void check_hq_matmul(const at::Tensor& a, const at::Tensor& a_scale, const at::Tensor& b, const at::Tensor& b_scale,
+                     int64_t block) {
+  check_codes(a, "a_codes", true);
+  check_codes(b, "b_codes", true);
+  TORCH_CHECK_VALUE(a.size(1) == b.size(0), "a_codes ", shape_of(a), " and b_codes ", shape_of(b),
+                    " do not agree in O");
+  TORCH_CHECK_VALUE(a.device() == b.device(), "a_codes on ", a.device(), " and b_codes on ", b.device());
+  check_block(block, a.size(1), "O");
+  check_scale(a_scale, "a_scale", a.size(0));
+  check_scale(b_scale, "b_scale", 1);
+}
+
+// g_w = g (R, O)ᵀ · x (R, I), scales (O) or () and (I) or ().
+void check_hla_matmul(const at::Tensor& g, const at::Tensor& g_scale, const at::Tensor& x, const at::Tensor& x_scale) {
+  check_codes(g, "g_codes", false);
+  check_codes(x, "x_codes", false);
+  TORCH_CHECK_VALUE(g.size(0) == x.size(0), "g_codes ", shape_of(g), " and x_codes ", shape_of(x),
+                    " do not agree in projected rows");
+  TORCH_CHECK_VALUE(g.device() == x.device(), "g_codes on ", g.device(), " and x_codes on ", x.device());
+  check_scale(g_scale, "g_scale", g.size(1));
+  check_scale(x_scale, "x_scale", x.size(1));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "hot-kernels: HOT's fused Hadamard/HLA quantisers and integer GEMMs";
+  // TORCH_CHECK_VALUE throws c10::ValueError: raised here as Python's ValueError, without the C++ backtrace.
+  py::register_local_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const c10::ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
+    }
+  });
   m.def("hq_quantize_grad_output", &hq_quantize_grad_output);
   m.def("hq_quantize_weight", &hq_quantize_weight);
   m.def("hla_quantize", &hla_quantize);
@@ -368,4 +431,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("cutlass_gemm_s8_sm90", &cutlass_gemm_s8_sm90, py::arg("a"), py::arg("b"), py::arg("variant") = 0,
         py::arg("decomposition") = 0, py::arg("splits") = 1);
   m.def("cutlass_sm90_available", &cutlass_sm90_available);
+  m.def("check_float_matrix", &check_float_matrix);
+  m.def("check_hq_matmul", &check_hq_matmul);
+  m.def("check_hla_matmul", &check_hla_matmul);
 }

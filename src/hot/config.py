@@ -13,6 +13,8 @@ from .quant import ROUNDINGS, SUPPORTED_BITS
 
 METHODS = ("fp", "hot", "int4", "luq", "lbp_wht", "hla_filter", "grad_dropout")
 BACKENDS = ("fake", "real")
+# The real backend's integer GEMMs (docs/kernels.md): ``auto`` picks by the GPU's architecture.
+GEMMS = ("auto", "cutlass", "cutlass-int4", "cublas", "cutlass-sm90", "reference")
 GX_GRANULARITIES = ("per_token", "per_tensor")
 GW_GRANULARITIES = ("per_tensor", "per_channel")
 
@@ -40,6 +42,10 @@ class HOTConfig:
     keep_ratio: kept fraction for ``hla_filter`` (rank = round(16·keep)) and ``grad_dropout``.
     seed: the stochastic-rounding hash seed.
     backend: ``fake`` (integers in float tensors, PyTorch ops, any device) or ``real`` (hot-kernels).
+    gemm: the ``real`` backend's integer GEMMs (:data:`GEMMS`; ``auto``: INT4 CUTLASS on sm_8x, FP8/INT8
+        cuBLASLt on sm_90+); ``cutlass-sm90`` needs a build with ``HOT_KERNELS_SM90A=1``.
+    fused_grad_output: the ``real`` backend quantises g_y for both paths in one fused two-pass kernel (else the
+        two quantisers run one after the other; the codes are the same).
     """
 
     method: str = "hot"
@@ -57,6 +63,8 @@ class HOTConfig:
     keep_ratio: float = 0.5
     seed: int = 0
     backend: str = "fake"
+    gemm: str = "auto"
+    fused_grad_output: bool = False
 
     def __post_init__(self) -> None:
         check_one_of("method", self.method, METHODS)
@@ -84,6 +92,13 @@ class HOTConfig:
         if self.backend == "real" and self.method != "hot":
             raise ValueError(
                 f"backend 'real' runs method 'hot' only; baselines are fake-quant, got method={self.method!r}"
+            )
+        check_one_of("gemm", self.gemm, GEMMS)
+        check_one_of("fused_grad_output", self.fused_grad_output, (False, True))
+        if self.backend != "real" and (self.gemm != "auto" or self.fused_grad_output):
+            raise ValueError(
+                "gemm and fused_grad_output are options of backend 'real', "
+                f"got backend={self.backend!r} with gemm={self.gemm!r}, fused_grad_output={self.fused_grad_output!r}"
             )
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")

@@ -11,7 +11,6 @@ workflow's no-GPU paths (CPU training, ``"not measured: no GPU"``) must keep wor
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import os
 import subprocess
@@ -100,42 +99,24 @@ def acquire(
         time.sleep(poll_s)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--gpus", type=int, required=True, help="how many GPUs the command needs (0: run it as is)")
-    parser.add_argument("--job", required=True, help="the job's name, for messages")
-    parser.add_argument("--dir", type=Path, default=None, help="lock directory (default: $HOT_GPU_SLOTS_DIR or a "
-                        "per-user directory in the machine's temporary directory)")  # fmt: skip
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
-
-
-def run(args: argparse.Namespace) -> int:
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        print("hot slots: no command given", file=sys.stderr)
-        return 2
-    env = dict(os.environ)
-    try:
-        if args.gpus > 0:
-            given = scheduler_devices(env)
-            if given is not None:
-                if given < args.gpus:
-                    raise SlotError(f"hot slots: job {args.job} needs {args.gpus} GPUs but SLURM gave it {given}")
-            else:
-                devices = visible_devices(env)
-                if devices:
-                    chosen, fds = acquire(args.gpus, devices, args.dir or default_lock_dir(), args.job)
-                    for fd in fds:  # the command inherits the locks and holds them until it (and its children) end
-                        os.set_inheritable(fd, True)
-                    env["CUDA_VISIBLE_DEVICES"] = ",".join(chosen)
-                    print(f"hot slots: job {args.job} on CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']}",
-                          file=sys.stderr, flush=True)  # fmt: skip
-                else:
-                    print(f"hot slots: no GPU visible; job {args.job} runs without one", file=sys.stderr, flush=True)
-    except SlotError as error:
-        print(error, file=sys.stderr)
-        return 1
-    try:
-        os.execvpe(command[0], command, env)
-    except OSError as error:
-        print(f"hot slots: cannot run {command[0]}: {error}", file=sys.stderr)
-        return 127
+def slot_environment(
+    gpus: int, job: str, lock_dir: Path | None, env: dict[str, str]
+) -> tuple[dict[str, str], list[int]]:
+    """The environment a job needing ``gpus`` GPUs runs in (``CUDA_VISIBLE_DEVICES`` set to the slots it took), and
+    the lock file descriptors it must hold until it ends; ``SlotError`` where the request cannot be met."""
+    env = dict(env)
+    if gpus <= 0:
+        return env, []
+    given = scheduler_devices(env)
+    if given is not None:
+        if given < gpus:
+            raise SlotError(f"hot slots: job {job} needs {gpus} GPUs but SLURM gave it {given}")
+        return env, []
+    devices = visible_devices(env)
+    if not devices:
+        print(f"hot slots: no GPU visible; job {job} runs without one", file=sys.stderr, flush=True)
+        return env, []
+    chosen, fds = acquire(gpus, devices, lock_dir or default_lock_dir(), job)
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(chosen)
+    print(f"hot slots: job {job} on CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']}", file=sys.stderr, flush=True)
+    return env, fds

@@ -11,13 +11,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from torch import nn
 
 from .convert import hot_layers
+from .results import write_json_atomic
 
 
 def _lqs_layers(model: nn.Module) -> list:
@@ -51,7 +51,7 @@ def decisions(model: nn.Module) -> dict[str, str | None]:
 
 def save_decisions(model: nn.Module, path: str | os.PathLike) -> None:
     """Write the decisions as JSON, atomically (a temporary file renamed over ``path``)."""
-    write_json_atomic(Path(path), decisions(model))
+    write_json_atomic(Path(path), decisions(model), sort_keys=True)
 
 
 def load_decisions(model: nn.Module, path: str | os.PathLike) -> None:
@@ -65,12 +65,3 @@ def load_decisions(model: nn.Module, path: str | os.PathLike) -> None:
         if choice not in ("per_token", "per_tensor", None):
             raise ValueError(f"LQS decision for {name!r} in {path} must be per_token or per_tensor, got {choice!r}")
         layers[name].hot_state.gx_granularity = choice
-
-
-def write_json_atomic(path: Path, data: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
-        json.dump(data, tmp, indent=2, sort_keys=True)
-        tmp.write("\n")
-    os.chmod(tmp.name, 0o644)  # tempfile creates 0600; results are meant to be read by others
-    os.replace(tmp.name, path)

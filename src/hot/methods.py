@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from . import rounding
-from .backends import HLASpec, HQSpec, get_backend
+from .backends import HLASpec, HQSpec, create_backend
 from .config import HOTConfig
 from .hadamard import block_hadamard, largest_block
 from .hla import HLA_BLOCK, HLAWindows, hla_lowpass, hla_project, projected_rows
@@ -46,6 +46,37 @@ class Keys:
 
     def __call__(self, stream: Stream) -> int:
         return rounding.hash_key(self.seed, self.layer, self.step, stream)
+
+
+@dataclass(frozen=True)
+class LayerSpecs:
+    """What one HOT layer's backward quantises, and how (the backend calls take these)."""
+
+    grad_output: HQSpec  # Q(HT(g_y)) for g_x; its block and bits quantise W as well
+    grad_output_hla: HLASpec  # Q(P g_y) for g_w
+    input_hla: HLASpec  # Q(P x) for g_w (in the forward with ABC)
+
+
+def gw_granularity(config: HOTConfig) -> str:
+    """The g_w path's scales: per channel, else one per tensor."""
+    return "per_channel" if config.gw_granularity == "per_channel" else "per_tensor"
+
+
+def input_spec(config: HOTConfig, windows: HLAWindows) -> HLASpec:
+    """Q(P x): HLA of the layer's input, round-to-nearest."""
+    return HLASpec(windows, config.hla_rank, config.gw_bits, "nearest", gw_granularity(config))
+
+
+def layer_specs(
+    config: HOTConfig, out_features: int, windows: HLAWindows, keys: Keys, gx_granularity: str | None = None
+) -> LayerSpecs:
+    """The specs of a layer with ``out_features`` outputs whose samples ``windows`` describes, for the backward call
+    ``keys`` names; ``gx_granularity`` is LQS's choice of g_x scales (default: the config's)."""
+    c = config
+    block = largest_block(out_features, c.hq_block)
+    hq = HQSpec(block, c.gx_bits, gx_granularity or c.gx_granularity, keys(Stream.GX_GRAD_OUTPUT))
+    gy = HLASpec(windows, c.hla_rank, c.gw_bits, c.gy_rounding, gw_granularity(c), keys(Stream.GW_GRAD_OUTPUT))
+    return LayerSpecs(hq, gy, input_spec(c, windows))
 
 
 def at_least_fp32(t: torch.Tensor) -> torch.Tensor:
@@ -96,12 +127,12 @@ class HOTMethod(Method):
 
     def __init__(self, config: HOTConfig) -> None:
         super().__init__(config)
-        self.backend = get_backend(config.backend)
+        self.backend = create_backend(config)
 
     def pack_input(self, x: torch.Tensor, windows: HLAWindows, keys: Keys) -> Saved:
         if not self.config.abc:
             return (x,)
-        return self._quantize_input(x, windows)
+        return self.backend.hla_quantize(x, input_spec(self.config, windows))
 
     def packed_input_like(self, x: torch.Tensor, windows: HLAWindows) -> Saved:
         """Uninitialised tensors laid out as :meth:`pack_input`'s codes and scale (what the compiler traces with)."""
@@ -111,49 +142,36 @@ class HOTMethod(Method):
             codes = x.new_empty((channels, rows), dtype=torch.int8).t()
         else:
             codes = x.new_empty((rows, channels), dtype=torch.int8)
-        per_channel = self._gw_granularity == "per_channel"
+        per_channel = gw_granularity(c) == "per_channel"
         return codes, x.new_empty((1, channels) if per_channel else (), dtype=torch.float32)
 
-    @property
-    def _gw_granularity(self) -> str:
-        """The g_w path's scales: per channel, else one per tensor."""
-        return "per_channel" if self.config.gw_granularity == "per_channel" else "per_tensor"
-
-    def _quantize_input(self, x: torch.Tensor, windows: HLAWindows) -> Saved:
+    def _specs(
+        self, g_y: torch.Tensor, weight_rows: int, windows: HLAWindows, state: LayerState, keys: Keys
+    ) -> LayerSpecs:
         c = self.config
-        return self.backend.hla_quantize(x, HLASpec(windows, c.hla_rank, c.gw_bits, "nearest", self._gw_granularity))
-
-    def _gx_spec(self, g_y: torch.Tensor, weight: torch.Tensor, state: LayerState, keys: Keys) -> HQSpec:
-        c = self.config
-        block = largest_block(weight.shape[0], c.hq_block)
         if state.calibrating:
-            record_lqs_errors(g_y, block, c.gx_bits, state)
-        granularity = state.gx_granularity or c.gx_granularity
-        return HQSpec(block, c.gx_bits, granularity, keys(Stream.GX_GRAD_OUTPUT))
+            record_lqs_errors(g_y, largest_block(weight_rows, c.hq_block), c.gx_bits, state)
+        return layer_specs(c, weight_rows, windows, keys, state.gx_granularity)
 
-    def _gw_spec(self, windows: HLAWindows, keys: Keys) -> HLASpec:
-        c = self.config
-        return HLASpec(windows, c.hla_rank, c.gw_bits, c.gy_rounding, self._gw_granularity, keys(Stream.GW_GRAD_OUTPUT))
+    def _hq_matmul(self, a: tuple, weight: torch.Tensor, hq: HQSpec, out_dtype: torch.dtype) -> torch.Tensor:
+        b_codes, b_scale = self.backend.hq_quantize_weight(weight, hq)
+        return self.backend.hq_matmul(*a, b_codes, b_scale, hq, out_dtype=out_dtype)
 
-    def _hq_matmul(self, a: tuple, weight: torch.Tensor, block: int, out_dtype: torch.dtype) -> torch.Tensor:
-        b_codes, b_scale = self.backend.hq_quantize_weight(weight, block, self.config.gx_bits)
-        return self.backend.hq_matmul(*a, b_codes, b_scale, block, out_dtype=out_dtype)
-
-    def _hla_matmul(self, g: tuple, saved: Saved, windows: HLAWindows) -> torch.Tensor:
-        c = self.config
-        x_codes, x_scale = saved if c.abc else self._quantize_input(saved[0], windows)
-        return self.backend.hla_matmul(*g, x_codes, x_scale, windows.block)
+    def _hla_matmul(self, g: tuple, saved: Saved, specs: LayerSpecs) -> torch.Tensor:
+        x_codes, x_scale = saved if self.config.abc else self.backend.hla_quantize(saved[0], specs.input_hla)
+        return self.backend.hla_matmul(*g, x_codes, x_scale, specs.grad_output_hla)
 
     def grad_input(
         self, g_y: torch.Tensor, weight: torch.Tensor, windows: HLAWindows, state: LayerState, keys: Keys
     ) -> torch.Tensor:
-        hq = self._gx_spec(g_y, weight, state, keys)
-        a = self.backend.hq_quantize_grad_output(g_y, hq.block, hq.bits, hq.granularity, hq.key)
-        return self._hq_matmul(a, weight, hq.block, torch.float32)
+        hq = self._specs(g_y, weight.shape[0], windows, state, keys).grad_output
+        a = self.backend.hq_quantize_grad_output(g_y, hq)
+        return self._hq_matmul(a, weight, hq, torch.float32)
 
     def grad_weight(self, g_y: torch.Tensor, saved: Saved, windows: HLAWindows, keys: Keys) -> torch.Tensor:
-        g = self.backend.hla_quantize(g_y, self._gw_spec(windows, keys))
-        return self._hla_matmul(g, saved, windows)
+        specs = layer_specs(self.config, g_y.shape[1], windows, keys)
+        g = self.backend.hla_quantize(g_y, specs.grad_output_hla)
+        return self._hla_matmul(g, saved, specs)
 
     def backward_gemms(
         self,
@@ -168,10 +186,12 @@ class HOTMethod(Method):
         """Both GEMMs from one quantisation call over g_y (the real backend reads g_y once per pass for both)."""
         if weight is None or not saved:
             return super().backward_gemms(g_y, weight, saved, windows, state, keys, gx_dtype)
-        hq = self._gx_spec(g_y, weight, state, keys)
-        a_codes, a_scale, g_codes, g_scale = self.backend.quantize_grad_output(g_y, hq, self._gw_spec(windows, keys))
-        g_x = self._hq_matmul((a_codes, a_scale), weight, hq.block, gx_dtype)
-        return g_x, self._hla_matmul((g_codes, g_scale), saved, windows)
+        specs = self._specs(g_y, weight.shape[0], windows, state, keys)
+        a_codes, a_scale, g_codes, g_scale = self.backend.quantize_grad_output(
+            g_y, specs.grad_output, specs.grad_output_hla
+        )
+        g_x = self._hq_matmul((a_codes, a_scale), weight, specs.grad_output, gx_dtype)
+        return g_x, self._hla_matmul((g_codes, g_scale), saved, specs)
 
 
 def record_lqs_errors(g_y: torch.Tensor, block: int, bits: int, state: LayerState) -> None:

@@ -19,8 +19,10 @@ def kernel_backend():
     """The real backend; skips without a GPU or without the built extension."""
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
-    hot_kernels = pytest.importorskip("hot_kernels", reason="hot-kernels extension not built")
-    return hot_kernels.KernelBackend()
+    pytest.importorskip("hot_kernels", reason="hot-kernels extension not built")
+    from hot.backends.real import RealBackend
+
+    return RealBackend()
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 
 from hot import HOTConfig, HOTLinear
 from hot.backends import HLASpec, HQSpec
+from hot.backends.real import RealBackend, mark_4bit
 from hot.backends.reference import ReferenceBackend
+from hot.bench.equivalence import code_mismatches, equivalence
 from hot.hadamard import block_hadamard, largest_block
 from hot.hla import HLAWindows, TokenGrid, hla_windows, lp_l1_rows
 from hot.quant import quantize, sawb_scale
@@ -19,6 +21,7 @@ from hot.rounding import Stream, hash_key
 pytestmark = pytest.mark.gpu
 REF = ReferenceBackend()
 CUDA = torch.device("cuda")
+HLA16 = HLASpec(hla_windows(16, "paper"), 8, 8, "nearest", "per_tensor")  # hla_matmul reads its block, 16
 
 
 def _randn(*shape: int, seed: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -85,8 +88,8 @@ HLA_CASES = [
 def test_hq_grad_output_matches_cpu(kernel_backend, dtype, granularity, rows: int, cols: int) -> None:
     g_y = _randn(rows, cols, seed=rows * cols, dtype=dtype)
     block, key = largest_block(cols, 16), hash_key(3, rows, cols, Stream.GX_GRAD_OUTPUT)
-    ref_codes, ref_scale = REF.hq_quantize_grad_output(g_y, block, 4, granularity, key)
-    codes, scale = kernel_backend.hq_quantize_grad_output(g_y.to(CUDA), block, 4, granularity, key)
+    ref_codes, ref_scale = REF.hq_quantize_grad_output(g_y, HQSpec(block, 4, granularity, key))
+    codes, scale = kernel_backend.hq_quantize_grad_output(g_y.to(CUDA), HQSpec(block, 4, granularity, key))
     _assert_codes(codes, ref_codes)
     _assert_bits(scale, ref_scale)
 
@@ -94,8 +97,8 @@ def test_hq_grad_output_matches_cpu(kernel_backend, dtype, granularity, rows: in
 def test_hq_grad_output_all_zero_rows(kernel_backend) -> None:
     g_y = _randn(8, 64, seed=1)
     g_y[2] = 0
-    ref_codes, ref_scale = REF.hq_quantize_grad_output(g_y, 16, 4, "per_token", 5)
-    codes, scale = kernel_backend.hq_quantize_grad_output(g_y.to(CUDA), 16, 4, "per_token", 5)
+    ref_codes, ref_scale = REF.hq_quantize_grad_output(g_y, HQSpec(16, 4, "per_token", 5))
+    codes, scale = kernel_backend.hq_quantize_grad_output(g_y.to(CUDA), HQSpec(16, 4, "per_token", 5))
     _assert_codes(codes, ref_codes)
     _assert_bits(scale, ref_scale)
 
@@ -107,7 +110,7 @@ def test_hq_weight_codes_given_scale(kernel_backend, dtype, out_f: int, in_f: in
     few ulp, and the codes are bit-identical to the reference rounding at the kernel's scale."""
     w = _randn(out_f, in_f, seed=out_f + in_f, dtype=dtype) * 0.05
     block = largest_block(out_f, 16)
-    codes, scale = kernel_backend.hq_quantize_weight(w.to(CUDA), block, 4)
+    codes, scale = kernel_backend.hq_quantize_weight(w.to(CUDA), HQSpec(block, 4))
     b = block_hadamard(w.float(), block, dim=0)
     ref_scale = sawb_scale(b, 4)
     assert scale.shape == ref_scale.shape
@@ -118,8 +121,8 @@ def test_hq_weight_codes_given_scale(kernel_backend, dtype, out_f: int, in_f: in
 def test_hq_weight_matches_cpu_bitwise_on_exact_sums(kernel_backend) -> None:
     """Weights on a 1/16 grid make every SAWB sum exact in any order: then the scale is bit-identical."""
     w = torch.randint(-16, 17, (128, 64), generator=torch.Generator().manual_seed(2)).float() / 16
-    ref_codes, ref_scale = REF.hq_quantize_weight(w, 16, 4)
-    codes, scale = kernel_backend.hq_quantize_weight(w.to(CUDA), 16, 4)
+    ref_codes, ref_scale = REF.hq_quantize_weight(w, HQSpec(16, 4))
+    codes, scale = kernel_backend.hq_quantize_weight(w.to(CUDA), HQSpec(16, 4))
     _assert_codes(codes, ref_codes)
     _assert_bits(scale, ref_scale)
 
@@ -138,10 +141,8 @@ def test_hla_matches_cpu(kernel_backend, dtype, granularity, rounding, windows, 
     _assert_bits(scale, ref_scale)
 
 
-def _fused(backend):
-    from hot_kernels import KernelBackend
-
-    return KernelBackend(gemm=backend.gemm, fused_grad_output=True)
+def _fused(backend: RealBackend) -> RealBackend:
+    return RealBackend(gemm=backend.gemm, fused_grad_output=True)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -253,9 +254,7 @@ def _int_codes(shape: tuple[int, int], low: int, high: int, seed: int) -> torch.
 @pytest.mark.parametrize("bits", [4, 8])
 def test_hq_matmul_is_exact_integer_product(kernel_backend, gemm: str, m: int, k: int, n: int, bits: int) -> None:
     """Every 4-bit code (-8..7, marked for the INT4/FP8 GEMMs) and 8-bit codes (unmarked: INT8 GEMM)."""
-    from hot_kernels import KernelBackend, mark_4bit
-
-    backend = KernelBackend(gemm=gemm)
+    backend = RealBackend(gemm=gemm)
     low, high = (-8, 7) if bits == 4 else (-127, 127)
     a, b = _int_codes((m, k), low, high, m), _int_codes((k, n), low, high, n)
     exact = (a.long() @ b.long()).float()
@@ -265,7 +264,7 @@ def test_hq_matmul_is_exact_integer_product(kernel_backend, gemm: str, m: int, k
     block = largest_block(k, 16)
     ones = torch.ones(m, 1, device=CUDA)
     # unit scales: the dequantisation (acc · 1) · (block / block) leaves the int32 product unchanged
-    out = backend.hq_matmul(a_dev, ones, b_dev, torch.tensor(float(block), device=CUDA), block)
+    out = backend.hq_matmul(a_dev, ones, b_dev, torch.tensor(float(block), device=CUDA), HQSpec(block, bits))
     assert torch.equal(out.cpu(), exact)
 
 
@@ -273,15 +272,13 @@ def test_hq_matmul_is_exact_integer_product(kernel_backend, gemm: str, m: int, k
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16])
 def test_hq_matmul_low_precision_output_rounds_the_float32_result(kernel_backend, gemm: str, out_dtype) -> None:
     """out_dtype: the float32 g_x rounded once (in the FP8 GEMM's epilogue, or after dequantisation)."""
-    from hot_kernels import KernelBackend, mark_4bit
-
-    backend = KernelBackend(gemm=gemm)
+    backend = RealBackend(gemm=gemm)
     m, k, n = 512, 768, 256
     a, b = mark_4bit(_int_codes((m, k), -8, 7, 1).to(CUDA)), mark_4bit(_int_codes((k, n), -8, 7, 2).to(CUDA))
     row = torch.rand(m, 1, device=CUDA) + 0.5
     col = torch.tensor(0.37, device=CUDA)
-    want = backend.hq_matmul(a, row, b, col, 16)
-    got = backend.hq_matmul(a, row, b, col, 16, out_dtype=out_dtype)
+    want = backend.hq_matmul(a, row, b, col, HQSpec(16, 4))
+    got = backend.hq_matmul(a, row, b, col, HQSpec(16, 4), out_dtype=out_dtype)
     assert got.dtype == out_dtype and got.shape == want.shape
     # equal to the rounded float32 result except where the epilogue's scale product moves it across a
     # rounding boundary: then by one unit in the last place of out_dtype
@@ -292,13 +289,11 @@ def test_hq_matmul_low_precision_output_rounds_the_float32_result(kernel_backend
 @pytest.mark.parametrize("gemm", _gemms())
 @pytest.mark.parametrize(("r", "o", "i"), [(1600, 2304, 768), (200, 64, 256), (24, 40, 24), (10, 17, 9)])
 def test_hla_matmul_is_exact_integer_product(kernel_backend, gemm: str, r: int, o: int, i: int) -> None:
-    from hot_kernels import KernelBackend
-
-    backend = KernelBackend(gemm=gemm)
+    backend = RealBackend(gemm=gemm)
     g, x = _int_codes((r, o), -127, 127, r), _int_codes((r, i), -127, 127, i)
     exact = g.long().t() @ x.long()
     one = torch.ones((), device=CUDA)
-    out = backend.hla_matmul(g.to(CUDA), one, x.to(CUDA), torch.tensor(16.0, device=CUDA), 16)
+    out = backend.hla_matmul(g.to(CUDA), one, x.to(CUDA), torch.tensor(16.0, device=CUDA), HLA16)
     assert torch.equal(out.cpu().double(), exact.double())
 
 
@@ -335,22 +330,20 @@ def test_cutlass_int4_kernel_directly(kernel_backend, m: int, n: int, k: int, k_
 
 def test_4bit_gemm_routing(kernel_backend) -> None:
     """The quantisers mark their 4-bit codes for the INT4/FP8 GEMMs; 8-bit g_x codes stay exact (INT8 GEMM)."""
-    from hot_kernels import KernelBackend
-
     g_y, w = _randn(197, 256, seed=3), _randn(256, 96, seed=4) * 0.05
     for gemm in _gemms():
-        backend = KernelBackend(gemm=gemm)
+        backend = RealBackend(gemm=gemm)
         for bits in (4, 8):
             key = hash_key(1, 197, 256, Stream.GX_GRAD_OUTPUT)
-            codes, scale = backend.hq_quantize_grad_output(g_y.to(CUDA), 16, bits, "per_token", key)
-            w_codes, w_scale = backend.hq_quantize_weight(w.to(CUDA), 16, bits)
-            ref_codes, ref_scale = REF.hq_quantize_grad_output(g_y, 16, bits, "per_token", key)
+            codes, scale = backend.hq_quantize_grad_output(g_y.to(CUDA), HQSpec(16, bits, "per_token", key))
+            w_codes, w_scale = backend.hq_quantize_weight(w.to(CUDA), HQSpec(16, bits))
+            ref_codes, ref_scale = REF.hq_quantize_grad_output(g_y, HQSpec(16, bits, "per_token", key))
             _assert_codes(codes, ref_codes)
             _assert_bits(scale, ref_scale)
             fp8 = gemm in ("cublas", "cutlass-sm90") and bits == 4
             assert (codes.dtype == torch.float8_e4m3fn) == fp8
-            out = backend.hq_matmul(codes, scale, w_codes, w_scale, 16)
-            ref = REF.hq_matmul(ref_codes, ref_scale, w_codes.cpu().float(), w_scale.cpu(), 16)
+            out = backend.hq_matmul(codes, scale, w_codes, w_scale, HQSpec(16, 4))
+            ref = REF.hq_matmul(ref_codes, ref_scale, w_codes.cpu().float(), w_scale.cpu(), HQSpec(16, 4))
             if fp8:
                 torch.testing.assert_close(out.cpu(), ref, rtol=4e-7, atol=0)
             else:
@@ -361,8 +354,8 @@ def test_dequantisation_matches_reference_order(kernel_backend) -> None:
     a, b = _int_codes((300, 256), -7, 7, 5), _int_codes((256, 96), -7, 7, 6)
     a_scale = torch.rand(300, 1, generator=torch.Generator().manual_seed(7)) + 0.01
     b_scale = torch.tensor(0.0123)
-    ref = REF.hq_matmul(a.float(), a_scale, b.float(), b_scale, 16)
-    out = kernel_backend.hq_matmul(a.to(CUDA), a_scale.to(CUDA), b.to(CUDA), b_scale.to(CUDA), 16)
+    ref = REF.hq_matmul(a.float(), a_scale, b.float(), b_scale, HQSpec(16, 4))
+    out = kernel_backend.hq_matmul(a.to(CUDA), a_scale.to(CUDA), b.to(CUDA), b_scale.to(CUDA), HQSpec(16, 4))
     _assert_dequantized(kernel_backend, out, ref)  # the product is exact in float32 here
 
 
@@ -401,15 +394,12 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 )
 @pytest.mark.parametrize("blocking", ["spatial", "paper"])
 def test_hot_linear_real_equals_fake(
-    kernel_backend, monkeypatch, fused: bool, cfg: dict, grid: TokenGrid, samples: int, in_f: int, out_f: int, blocking
+    kernel_backend, fused: bool, cfg: dict, grid: TokenGrid, samples: int, in_f: int, out_f: int, blocking
 ):
-    from hot.backends import get_backend
-
-    monkeypatch.setattr(get_backend("real"), "fused_grad_output", fused)
     # weights on a 1/16 grid: the SAWB scale is exact in any summation order (see above)
     w = torch.randint(-8, 9, (out_f, in_f), generator=torch.Generator().manual_seed(out_f)).float() / 16
     x = _randn(grid.tokens * samples, in_f, seed=in_f).to(CUDA)
-    gx_real, gw_real = _layer_grads("real", x, w.to(CUDA), grid, hla_blocking=blocking, **cfg)
+    gx_real, gw_real = _layer_grads("real", x, w.to(CUDA), grid, hla_blocking=blocking, fused_grad_output=fused, **cfg)
     gx_fake, gw_fake = _layer_grads("fake", x, w.to(CUDA), grid, hla_blocking=blocking, **cfg)
     # g_x: identical codes, exact products, the same dequantisation ops
     assert _rel(gx_real, gx_fake) < 1e-6
@@ -484,18 +474,18 @@ def test_hq_random_shapes(kernel_backend, rows: int, cols: int, per_token: bool,
     g_y = _randn(rows, cols, seed=rows * 131 + cols, dtype=torch.bfloat16 if bf16 else torch.float32)
     block = largest_block(cols, 16)
     granularity = "per_token" if per_token else "per_tensor"
-    ref_codes, ref_scale = REF.hq_quantize_grad_output(g_y, block, 4, granularity, key)
-    codes, scale = kernel_backend.hq_quantize_grad_output(g_y.to(CUDA), block, 4, granularity, key)
+    ref_codes, ref_scale = REF.hq_quantize_grad_output(g_y, HQSpec(block, 4, granularity, key))
+    codes, scale = kernel_backend.hq_quantize_grad_output(g_y.to(CUDA), HQSpec(block, 4, granularity, key))
     _assert_codes(codes, ref_codes)
     _assert_bits(scale, ref_scale)
     w = (torch.randint(-8, 9, (cols, 13), generator=torch.Generator().manual_seed(cols)).float()) / 16
-    b_codes, b_scale = kernel_backend.hq_quantize_weight(w.to(CUDA), block, 4)
+    b_codes, b_scale = kernel_backend.hq_quantize_weight(w.to(CUDA), HQSpec(block, 4))
     b = block_hadamard(w, block, dim=0)
     torch.testing.assert_close(b_scale.cpu(), sawb_scale(b, 4), rtol=1e-6, atol=0)
     rb_codes = quantize(b, b_scale.cpu(), 4, "nearest")  # SAWB's mean: see test_hq_weight_codes_given_scale
     _assert_codes(b_codes, rb_codes)
-    out = kernel_backend.hq_matmul(codes, scale, b_codes, b_scale, block)
-    ref = REF.hq_matmul(ref_codes, ref_scale, rb_codes, b_scale.cpu(), block)
+    out = kernel_backend.hq_matmul(codes, scale, b_codes, b_scale, HQSpec(block, 4))
+    ref = REF.hq_matmul(ref_codes, ref_scale, rb_codes, b_scale.cpu(), HQSpec(block, 4))
     _assert_dequantized(kernel_backend, out, ref)
 
 
@@ -525,8 +515,8 @@ def test_hla_random_shapes(
     codes, scale = kernel_backend.hla_quantize(t.to(CUDA), spec)
     _assert_codes(codes, ref_codes)
     _assert_bits(scale, ref_scale)
-    out = kernel_backend.hla_matmul(codes, scale, codes, scale, 16)
-    ref = REF.hla_matmul(ref_codes.double(), ref_scale.double(), ref_codes.double(), ref_scale.double(), 16)
+    out = kernel_backend.hla_matmul(codes, scale, codes, scale, HLA16)
+    ref = REF.hla_matmul(ref_codes.double(), ref_scale.double(), ref_codes.double(), ref_scale.double(), HLA16)
     torch.testing.assert_close(out.cpu().double(), ref.double(), rtol=1e-6, atol=0)
 
 
@@ -539,45 +529,45 @@ def test_bad_inputs_raise_clear_errors(kernel_backend) -> None:
     be = kernel_backend
     g = torch.randn(32, 64, device=CUDA)
     with pytest.raises(ValueError, match="CUDA device"):
-        be.hq_quantize_grad_output(g.cpu(), 16, 4, "per_token", 1)
+        be.hq_quantize_grad_output(g.cpu(), HQSpec(16, 4, "per_token", 1))
     with pytest.raises(ValueError, match="float32, float16 or bfloat16"):
-        be.hq_quantize_grad_output(g.to(torch.int32), 16, 4, "per_token", 1)
+        be.hq_quantize_grad_output(g.to(torch.int32), HQSpec(16, 4, "per_token", 1))
     with pytest.raises(ValueError, match="2-D"):
-        be.hq_quantize_grad_output(g[None], 16, 4, "per_token", 1)
+        be.hq_quantize_grad_output(g[None], HQSpec(16, 4, "per_token", 1))
     with pytest.raises(ValueError, match="block"):
-        be.hq_quantize_grad_output(g, 3, 4, "per_token", 1)
+        be.hq_quantize_grad_output(g, HQSpec(3, 4, "per_token", 1))
     with pytest.raises(ValueError, match="multiple of the Hadamard block"):
-        be.hq_quantize_grad_output(g[:, :60], 16, 4, "per_token", 1)
+        be.hq_quantize_grad_output(g[:, :60], HQSpec(16, 4, "per_token", 1))
     with pytest.raises(ValueError, match="bits"):
-        be.hq_quantize_grad_output(g, 16, 5, "per_token", 1)
+        be.hq_quantize_grad_output(g, HQSpec(16, 5, "per_token", 1))
     with pytest.raises(ValueError, match="granularity"):
-        be.hq_quantize_grad_output(g, 16, 4, "rowwise", 1)
+        be.hq_quantize_grad_output(g, HQSpec(16, 4, "rowwise", 1))
     with pytest.raises(ValueError, match="hash key"):
-        be.hq_quantize_grad_output(g, 16, 4, "per_token", -1)
+        be.hq_quantize_grad_output(g, HQSpec(16, 4, "per_token", -1))
     with pytest.raises(ValueError, match="multiple of the Hadamard block"):
-        be.hq_quantize_weight(torch.randn(60, 8, device=CUDA), 16, 4)
+        be.hq_quantize_weight(torch.randn(60, 8, device=CUDA), HQSpec(16, 4))
     with pytest.raises(ValueError, match="whole number of samples"):
         be.hla_quantize(g, HLASpec(_paper(5), 8, 8, "stochastic", "per_tensor", 1))
     with pytest.raises(ValueError, match="rank"):
         be.hla_quantize(g, HLASpec(_paper(16), 17, 8, "stochastic", "per_tensor", 1))
-    with pytest.raises(ValueError, match="needs a hash key"):
+    with pytest.raises(ValueError, match="key is needed for stochastic rounding"):
         be.hla_quantize(g, HLASpec(_paper(16), 8, 8, "stochastic", "per_tensor", None))
     with pytest.raises(ValueError, match="HLAWindows"):
         be.hla_quantize(g, HLASpec(16, 8, 8, "stochastic", "per_tensor", 1))
     codes = torch.zeros(32, 64, dtype=torch.int8, device=CUDA)
     one = torch.ones((), device=CUDA)
     with pytest.raises(ValueError, match="do not agree"):
-        be.hq_matmul(codes, one, codes, one, 16)
+        be.hq_matmul(codes, one, codes, one, HQSpec(16, 4))
     with pytest.raises(ValueError, match="int8"):
-        be.hq_matmul(codes.float(), one, codes.t(), one, 16)
+        be.hq_matmul(codes.float(), one, codes.t(), one, HQSpec(16, 4))
     with pytest.raises(ValueError, match="a_scale"):
-        be.hq_matmul(codes, torch.ones(5, device=CUDA), codes.t(), one, 16)
+        be.hq_matmul(codes, torch.ones(5, device=CUDA), codes.t(), one, HQSpec(16, 4))
     with pytest.raises(ValueError, match="do not agree"):
-        be.hla_matmul(codes, one, codes[:8], one, 16)
-    # the low-level ops check layout themselves (RuntimeError from TORCH_CHECK)
-    with pytest.raises(RuntimeError, match="contiguous"):
+        be.hla_matmul(codes, one, codes[:8], one, HLA16)
+    # the low-level ops check layout themselves (ValueError from TORCH_CHECK_VALUE)
+    with pytest.raises(ValueError, match="contiguous"):
         hot_kernels._C.hq_quantize_grad_output(g.t(), 16, 4, True, 1, False)
-    with pytest.raises(RuntimeError, match="aligned"):
+    with pytest.raises(ValueError, match="aligned"):
         hot_kernels._C.hq_quantize_grad_output(g.reshape(-1)[1:65].reshape(1, 64), 16, 4, True, 1, False)
 
 
@@ -585,42 +575,61 @@ def test_gx_codes_are_fp8_operands_on_sm90(kernel_backend) -> None:
     """With the FP8 GEMM the quantisers write e4m3 codes, so hq_matmul needs no conversion pass."""
     if kernel_backend.gemm_for(CUDA) != "cublas":
         pytest.skip("the FP8 g_x GEMM is the sm_90 path")
-    codes, _ = kernel_backend.hq_quantize_grad_output(torch.randn(32, 64, device=CUDA), 16, 4, "per_token", 1)
-    w_codes, _ = kernel_backend.hq_quantize_weight(torch.randn(64, 48, device=CUDA), 16, 4)
+    codes, _ = kernel_backend.hq_quantize_grad_output(torch.randn(32, 64, device=CUDA), HQSpec(16, 4, "per_token", 1))
+    w_codes, _ = kernel_backend.hq_quantize_weight(torch.randn(64, 48, device=CUDA), HQSpec(16, 4))
     assert codes.dtype == torch.float8_e4m3fn and w_codes.dtype == torch.float8_e4m3fn
-    odd, _ = kernel_backend.hq_quantize_grad_output(torch.randn(32, 24, device=CUDA), 8, 4, "per_token", 1)
+    odd, _ = kernel_backend.hq_quantize_grad_output(torch.randn(32, 24, device=CUDA), HQSpec(8, 4, "per_token", 1))
     assert odd.dtype == torch.int8  # K not a multiple of 16: the GEMM pads, so int8 codes
 
 
 def test_low_level_ops_raise(kernel_backend) -> None:
-    """TORCH_CHECK failures in every adapter raise RuntimeError naming the problem (no crash)."""
+    """Bad arguments of every adapter raise ValueError naming the problem (no crash)."""
     from hot_kernels import _C
 
     acc = torch.zeros(4, 8, dtype=torch.int32, device=CUDA)
     one = torch.ones(1, device=CUDA)
-    with pytest.raises(RuntimeError, match="row scale has 3 elements"):
+    with pytest.raises(ValueError, match="row scale has 3 elements"):
         _C.dequantize(acc, torch.ones(3, device=CUDA), one, 16.0)
-    with pytest.raises(RuntimeError, match="acc must be a CUDA tensor"):
+    with pytest.raises(ValueError, match="acc must be a CUDA tensor"):
         _C.dequantize(acc.cpu(), one, one, 16.0)
-    with pytest.raises(RuntimeError, match="acc must be Float"):
+    with pytest.raises(ValueError, match="acc must be Float"):
         _C.dequantize(acc.double(), one, one, 16.0)
     a, b = _int_codes((64, 8), -7, 7, 1).to(CUDA), _int_codes((96, 8), -7, 7, 2).to(CUDA)
-    with pytest.raises(RuntimeError, match="multiple of 16"):
+    with pytest.raises(ValueError, match="multiple of 16"):
         _C.cutlass_gemm_s8(a, b)
-    with pytest.raises(RuntimeError, match="a must be Char"):
+    with pytest.raises(ValueError, match="a must be Char"):
         _C.cutlass_gemm_s8(a.float(), b)
-    with pytest.raises(RuntimeError, match="multiple of 32"):
+    with pytest.raises(ValueError, match="multiple of 32"):
         _C.cutlass_gemm_s4(a.view(torch.uint8), b.view(torch.uint8))
-    with pytest.raises(RuntimeError, match="cols_pad"):
+    with pytest.raises(ValueError, match="cols_pad"):
         _C.codes_to_e4m3(a, 4)
-    with pytest.raises(RuntimeError, match="aligned"):
+    with pytest.raises(ValueError, match="aligned"):
         _C.hla_quantize(torch.randn(257, device=CUDA)[1:].reshape(64, 4), [16, 0, 1, 16, 16], [0], 8, False, False, 0)
-    with pytest.raises(RuntimeError, match=r"1 prefix \+ 4x4 grid is not T = 16"):
+    with pytest.raises(ValueError, match=r"1 prefix \+ 4x4 grid is not T = 16"):
         _C.hla_quantize(torch.randn(64, 4, device=CUDA), [16, 1, 4, 4, 4], [0], 8, False, False, 0)
-    with pytest.raises(RuntimeError, match="4x4, or 1x16 strips"):
+    with pytest.raises(ValueError, match="4x4, or 1x16 strips"):
         _C.hla_quantize(torch.randn(64, 4, device=CUDA), [16, 0, 2, 8, 8], [0], 8, False, False, 0)
     g = torch.randn(32, 64, device=CUDA)
-    with pytest.raises(RuntimeError, match="fp8 operands hold 4-bit codes only"):
+    with pytest.raises(ValueError, match="fp8 operands hold 4-bit codes only"):
         _C.hq_quantize_grad_output(g, 16, 8, True, 1, True)
-    with pytest.raises(RuntimeError, match="fp8 operands hold 4-bit codes only"):
+    with pytest.raises(ValueError, match="fp8 operands hold 4-bit codes only"):
         _C.quantize_grad_output(g, [16, 0, 1, 16, 16], 16, 8, True, 1, True, [0, 1], 8, False, True, 2)
+
+
+# --- fake against real: codes and training ------------------------------------------------------
+
+
+def test_real_codes_equal_the_reference_codes_in_a_vit_layer(kernel_backend) -> None:
+    """hot bench's equivalence section: every code of the three quantisers, the real backend's against the CPU
+    reference's, at a ViT's windows (a class token and a 7×7 grid)."""
+    found = code_mismatches("cuda", 32 * 50, 128, 64, 50, grid=TokenGrid(1, 7, 7))
+    assert found["elements"] > 0
+    assert {k: v for k, v in found.items() if k != "elements"} == {
+        "hq_grad_output": 0, "hla_grad_output": 0, "hla_input": 0
+    }  # fmt: skip
+
+
+def test_fake_and_real_training_agree(kernel_backend) -> None:
+    result = equivalence("cuda", steps=10, batch=32)
+    assert result["passed"], result["max_rel_loss_diff"]
+    assert all(run["held_out_accuracy"] > 0.2 for run in result["runs"])  # 10 classes: both learnt something

@@ -1,33 +1,64 @@
 """The one dispatch point between the HOT math and where it runs.
 
-``fake`` is the PyTorch reference: integer codes held in float tensors, runs on any device, defines the
-results. ``real`` is the compiled hot-kernels extension (INT4/INT8 codes, integer or FP8 tensor-core
-GEMMs); it must reproduce ``fake``'s codes bit for bit. Both implement :class:`Backend`.
+``fake`` is the PyTorch reference (:mod:`hot.backends.reference`): integer codes held in float tensors, runs on
+any device, defines the results. ``real`` (:mod:`hot.backends.real`) runs the compiled ``hot_kernels`` ops (INT4/
+INT8 codes, integer or FP8 tensor-core GEMMs) and must reproduce ``fake``'s codes bit for bit. Both implement
+:class:`Backend`, whose calls take the quantisers' specs (:class:`HQSpec`, :class:`HLASpec`);
+:func:`hot.methods.layer_specs` builds them for a layer. :func:`create_backend` builds the backend a
+:class:`hot.HOTConfig` names, with its options (``gemm``, ``fused_grad_output``).
+
+Bad specs raise ``ValueError`` here; bad tensors raise ``ValueError`` from the backend that reads them (the
+compiled ops' C++ checks for ``real``).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 
-from ..hla import HLAWindows
+from ..config import HOTConfig
+from ..hla import HLA_BLOCK, HLAWindows
+from ..quant import GRANULARITIES, ROUNDINGS, SUPPORTED_BITS
+
+_MASK32 = 0xFFFFFFFF
+
+
+def _check_key(key: object) -> None:
+    if isinstance(key, bool) or not isinstance(key, int) or not 0 <= key <= _MASK32:
+        raise ValueError(f"hash key must be an integer in [0, 2**32), got {key!r}")
+
+
+def _check_choice(name: str, value: object, allowed: tuple) -> None:
+    if value not in allowed or isinstance(value, bool):
+        raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
 
 
 @dataclass(frozen=True)
 class HQSpec:
-    """How g_y is quantised for g_x: Q(HT(g_y)) with a Hadamard block along O, stochastic rounding."""
+    """How the g_x path quantises: Q(HT(g_y)) with a Hadamard ``block`` along O and stochastic rounding keyed by
+    ``key`` (scales per ``granularity``), and Q(HT(W)) with the same block and bits, SAWB, round-to-nearest."""
 
     block: int
     bits: int
-    granularity: str
-    key: int
+    granularity: str = "per_token"
+    key: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.block, bool) or not isinstance(self.block, int) or self.block < 1:
+            raise ValueError(f"HQSpec.block must be a positive power of two, got {self.block!r}")
+        if self.block & (self.block - 1):
+            raise ValueError(f"HQSpec.block must be a power of two, got {self.block}")
+        _check_choice("HQSpec.bits", self.bits, SUPPORTED_BITS)
+        _check_choice("HQSpec.granularity", self.granularity, GRANULARITIES)
+        _check_key(self.key)
 
 
 @dataclass(frozen=True)
 class HLASpec:
-    """How a tensor is quantised for g_w: Q(P t) along L, in the blocks ``windows`` places, rank of 16.
+    """How the g_w path quantises a tensor: Q(P t) along L, in the blocks ``windows`` places, rank of 16.
     ``key`` seeds stochastic rounding (None for round-to-nearest)."""
 
     windows: HLAWindows
@@ -37,17 +68,28 @@ class HLASpec:
     granularity: str
     key: int | None = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.windows, HLAWindows):
+            raise ValueError(f"HLASpec.windows must be a hot.hla.HLAWindows, got {type(self.windows).__name__}")
+        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or not 1 <= self.rank <= HLA_BLOCK:
+            raise ValueError(f"HLASpec.rank must be an integer in 1..{HLA_BLOCK}, got {self.rank!r}")
+        _check_choice("HLASpec.bits", self.bits, SUPPORTED_BITS)
+        _check_choice("HLASpec.rounding", self.rounding, ROUNDINGS)
+        _check_choice("HLASpec.granularity", self.granularity, GRANULARITIES)
+        if self.rounding == "stochastic" and self.key is None:
+            raise ValueError("HLASpec.key is needed for stochastic rounding")
+        if self.key is not None:
+            _check_key(self.key)
+
 
 class Backend(Protocol):
     name: str
     codes_transposed: bool  # HLA codes come back as the transpose of a (C, rows) tensor (K-major for the GEMM)
 
-    def hq_quantize_grad_output(
-        self, g_y: torch.Tensor, block: int, bits: int, granularity: str, key: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def hq_quantize_grad_output(self, g_y: torch.Tensor, spec: HQSpec) -> tuple[torch.Tensor, torch.Tensor]:
         """int8 codes and float32 scales of Q(HT(g_y)): block Hadamard along O, stochastic rounding, (L, 1) or ()."""
 
-    def hq_quantize_weight(self, weight: torch.Tensor, block: int, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def hq_quantize_weight(self, weight: torch.Tensor, spec: HQSpec) -> tuple[torch.Tensor, torch.Tensor]:
         """int8 codes and per-tensor SAWB scale of Q(HT(W)): block Hadamard along O, round-to-nearest."""
 
     def hq_matmul(
@@ -56,7 +98,7 @@ class Backend(Protocol):
         a_scale: torch.Tensor,
         b_codes: torch.Tensor,
         b_scale: torch.Tensor,
-        block: int,
+        spec: HQSpec,
         out_dtype: torch.dtype = torch.float32,
     ) -> torch.Tensor:
         """g_x = (a_codes @ b_codes) · a_scale · b_scale / block, (L, I), computed in float32, in ``out_dtype``."""
@@ -65,9 +107,9 @@ class Backend(Protocol):
         """int8 codes and float32 scale of Q(P t) along L (:func:`hot.hla.hla_project`); scale () or (1, C)."""
 
     def hla_matmul(
-        self, g_codes: torch.Tensor, g_scale: torch.Tensor, x_codes: torch.Tensor, x_scale: torch.Tensor, block: int
+        self, g_codes: torch.Tensor, g_scale: torch.Tensor, x_codes: torch.Tensor, x_scale: torch.Tensor, spec: HLASpec
     ) -> torch.Tensor:
-        """g_w = (g_codesᵀ @ x_codes) · g_scaleᵀ · x_scale / block, float32 (O, I)."""
+        """g_w = (g_codesᵀ @ x_codes) · g_scaleᵀ · x_scale / block (``spec.windows.block``), float32 (O, I)."""
 
     def quantize_grad_output(
         self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec
@@ -79,33 +121,21 @@ def quantize_grad_output_separately(
     backend: Backend, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``quantize_grad_output`` as the backend's two quantisers, one after the other."""
-    a = backend.hq_quantize_grad_output(g_y, hq.block, hq.bits, hq.granularity, hq.key)
-    g = backend.hla_quantize(g_y, hla)
-    return (*a, *g)
+    return (*backend.hq_quantize_grad_output(g_y, hq), *backend.hla_quantize(g_y, hla))
 
 
-_REGISTRY: dict[str, Backend] = {}
+def create_backend(config: HOTConfig) -> Backend:
+    """The backend ``config.backend`` names, with the config's backend options. Layers of equal options share one
+    instance. ``real`` raises ``RuntimeError`` (saying how to build it) where the extension is not installed."""
+    return _backend(config.backend, config.gemm, config.fused_grad_output)
 
 
-def register_backend(name: str, backend: Backend) -> None:
-    """Serve ``backend`` as ``name`` (``fake`` or ``real``) to layers created from now on (e.g. a
-    ``hot_kernels.KernelBackend`` with non-default options)."""
-    if name not in ("fake", "real"):
-        raise ValueError(f"backend must be 'fake' or 'real', got {name!r}")
-    _REGISTRY[name] = backend
+@functools.cache
+def _backend(name: str, gemm: str, fused_grad_output: bool) -> Backend:
+    if name == "fake":
+        from .reference import ReferenceBackend
 
+        return ReferenceBackend()
+    from .real import RealBackend
 
-def get_backend(name: str) -> Backend:
-    """The backend called ``name`` (``fake`` or ``real``), loaded on first use."""
-    if name not in _REGISTRY:
-        if name == "fake":
-            from .reference import ReferenceBackend
-
-            _REGISTRY[name] = ReferenceBackend()
-        elif name == "real":
-            from .kernels import load_kernel_backend
-
-            _REGISTRY[name] = load_kernel_backend()
-        else:
-            raise ValueError(f"backend must be 'fake' or 'real', got {name!r}")
-    return _REGISTRY[name]
+    return RealBackend(gemm=gemm, fused_grad_output=fused_grad_output)

@@ -18,17 +18,15 @@ class ReferenceBackend:
     name = "fake"
     codes_transposed = False
 
-    def hq_quantize_grad_output(
-        self, g_y: torch.Tensor, block: int, bits: int, granularity: str, key: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        a = block_hadamard(g_y.float(), block, dim=1)
-        scale = absmax_scale(a, bits, granularity)
-        return quantize(a, scale, bits, "stochastic", key).to(torch.int8), scale
+    def hq_quantize_grad_output(self, g_y: torch.Tensor, spec: HQSpec) -> tuple[torch.Tensor, torch.Tensor]:
+        a = block_hadamard(g_y.float(), spec.block, dim=1)
+        scale = absmax_scale(a, spec.bits, spec.granularity)
+        return quantize(a, scale, spec.bits, "stochastic", spec.key).to(torch.int8), scale
 
-    def hq_quantize_weight(self, weight: torch.Tensor, block: int, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
-        b = block_hadamard(weight.float(), block, dim=0)
-        scale = sawb_scale(b, bits)
-        return quantize(b, scale, bits, "nearest").to(torch.int8), scale
+    def hq_quantize_weight(self, weight: torch.Tensor, spec: HQSpec) -> tuple[torch.Tensor, torch.Tensor]:
+        b = block_hadamard(weight.float(), spec.block, dim=0)
+        scale = sawb_scale(b, spec.bits)
+        return quantize(b, scale, spec.bits, "nearest").to(torch.int8), scale
 
     def hq_matmul(
         self,
@@ -36,10 +34,10 @@ class ReferenceBackend:
         a_scale: torch.Tensor,
         b_codes: torch.Tensor,
         b_scale: torch.Tensor,
-        block: int,
+        spec: HQSpec,
         out_dtype: torch.dtype = torch.float32,
     ) -> torch.Tensor:
-        return ((a_codes.float() @ b_codes.float()) * a_scale * (b_scale / block)).to(out_dtype)
+        return ((a_codes.float() @ b_codes.float()) * a_scale * (b_scale / spec.block)).to(out_dtype)
 
     def hla_quantize(self, t: torch.Tensor, spec: HLASpec) -> tuple[torch.Tensor, torch.Tensor]:
         p = hla_project(t.float(), spec.windows, spec.rank)
@@ -47,9 +45,9 @@ class ReferenceBackend:
         return quantize(p, scale, spec.bits, spec.rounding, spec.key).to(torch.int8), scale
 
     def hla_matmul(
-        self, g_codes: torch.Tensor, g_scale: torch.Tensor, x_codes: torch.Tensor, x_scale: torch.Tensor, block: int
+        self, g_codes: torch.Tensor, g_scale: torch.Tensor, x_codes: torch.Tensor, x_scale: torch.Tensor, spec: HLASpec
     ) -> torch.Tensor:
-        return (g_codes.float().t() @ x_codes.float()) * g_scale.t() * (x_scale / block)
+        return (g_codes.float().t() @ x_codes.float()) * g_scale.t() * (x_scale / spec.windows.block)
 
     def quantize_grad_output(
         self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec

@@ -14,11 +14,11 @@ that an interrupted and resumed run ends with the same weights and metrics as an
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 import os
 import random
-import re
 import resource
 import signal
 import sys
@@ -39,7 +39,7 @@ from tqdm import tqdm
 from .. import lqs
 from ..convert import convert, hot_layers, set_config
 from ..lora import apply_lora
-from ..lqs import write_json_atomic
+from ..results import environment, remove_stale_temporaries, write_atomic, write_json_atomic
 from .config import RESUME_FREE_KEYS, TrainConfig
 from .data import build_datasets, dataset_info
 from .models import classifier_name, create_model, default_image_size
@@ -50,8 +50,6 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # Per-step progress: "bar" (tqdm), "lines" (one every ~10% of an epoch, for logs) or "none"; unset: a bar where
 # stderr is a terminal, lines elsewhere.
 PROGRESS_ENV, PROGRESS_MODES = "HOT_PROGRESS", ("bar", "lines", "none")
-# _save_atomic's temporary files: .<name>.tmp<pid of the writer>
-TEMPORARY = re.compile(r"\.(?P<name>.+)\.tmp(?P<pid>[0-9]+)")
 
 
 class NonFiniteError(FloatingPointError):
@@ -206,45 +204,6 @@ def load_init(model: nn.Module, path: Path) -> None:
 
 def _plain_state(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v for k, v in model.state_dict().items() if not k.endswith("_extra_state")}
-
-
-def _save_atomic(obj: Any, path: Path) -> None:
-    # Readers see the old file or the new one, never part of one; a process killed mid-save leaves its temporary
-    # file, which the next run in the directory removes (_remove_stale_temporaries).
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())  # the data is on disk before the rename makes it the file
-        os.replace(tmp, path)
-    except BaseException:  # KeyboardInterrupt too: a second Ctrl-C may land here
-        tmp.unlink(missing_ok=True)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)  # the rename itself survives a crash once the directory entry is on disk
-    finally:
-        os.close(directory)
-
-
-def _remove_stale_temporaries(directory: Path) -> None:
-    """Delete _save_atomic's temporary files whose writer no longer runs (killed while saving)."""
-    for path in directory.iterdir():
-        found = TEMPORARY.fullmatch(path.name)
-        if found and path.is_file() and not _running(int(found["pid"])):
-            path.unlink(missing_ok=True)
-            print(f"removed {path}: a partial save by process {found['pid']}, which no longer runs", file=sys.stderr)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, as another user's
-        return True
-    return True
 
 
 def _rng_state() -> dict[str, Any]:
@@ -546,7 +505,7 @@ class _Run:
                 "wall_time_s": self._wall(),
                 "peak_memory_bytes": self._peak_memory(),
             }
-            _save_atomic(state, self.out / CHECKPOINT)
+            write_atomic(self.out / CHECKPOINT, functools.partial(torch.save, state))
         self.place.barrier()
 
     def _stop_if_asked(self, epochs_done: int, so_far: _EpochSoFar = _EpochSoFar()) -> None:
@@ -574,7 +533,7 @@ class _Run:
     def run(self, resume: bool) -> dict[str, Any]:
         if self.place.main:
             self.out.mkdir(parents=True, exist_ok=True)
-            _remove_stale_temporaries(self.out)
+            remove_stale_temporaries(self.out)
         self.place.barrier()
         if resume and (self.out / CHECKPOINT).is_file():
             self._resume()
@@ -593,16 +552,14 @@ class _Run:
                 self._stop_if_asked(epoch + 1)
         metrics = self._metrics(self._wall())
         if self.place.main:
-            _save_atomic(
-                {
-                    "model": self.config.model,
-                    "num_classes": self.num_classes,
-                    "classes": self.config.to_dict()["classes"],
-                    "state_dict": _plain_state(self.net),
-                },
-                self.out / MODEL,
-            )
-            write_json_atomic(self.out / METRICS, metrics)
+            model = {
+                "model": self.config.model,
+                "num_classes": self.num_classes,
+                "classes": self.config.to_dict()["classes"],
+                "state_dict": _plain_state(self.net),
+            }
+            write_atomic(self.out / MODEL, functools.partial(torch.save, model))
+            write_json_atomic(self.out / METRICS, metrics, sort_keys=True)
         self.place.barrier()
         return metrics
 
@@ -716,7 +673,6 @@ class _Run:
         return max(self.peak_before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)  # Linux: KiB
 
     def _metrics(self, wall: float) -> dict[str, Any]:
-        from ..commands.info import environment
 
         top1 = [r["top1"] for r in self.history]
         best = max(range(len(top1)), key=top1.__getitem__) if top1 else None

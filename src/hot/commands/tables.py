@@ -13,9 +13,8 @@ import importlib
 import json
 from pathlib import Path
 
-from . import TABLES
-from .common import parse_inputs
-from .render import csv_text, latex, markdown
+from ..results import write_text_atomic
+from ..tables import TABLES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,28 +32,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--figure", type=Path, help="write the table's figure (PNG) here")
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 def run(args: argparse.Namespace) -> int:
+    from ..tables.common import parse_inputs
+    from ..tables.render import csv_text, latex, markdown
+
     inputs = parse_inputs(args.input)
     if args.table == "summary":
-        from .summary import markdown as summary_markdown
+        from ..tables.summary import markdown as summary_markdown
 
-        _write(args.out_dir / "summary.md", summary_markdown(inputs))
+        write_text_atomic(args.out_dir / "summary.md", summary_markdown(inputs))
         return 0
     options = json.loads(args.options)
     if not isinstance(options, dict):
         raise SystemExit("--options must be a JSON object")
     module = importlib.import_module(f"hot.tables.{args.table}")
     table = module.build(inputs, options, args.figure)
-    _write(args.out_dir / f"{table.name}.md", markdown(table))
-    _write(args.out_dir / f"{table.name}.csv", csv_text(table))
-    _write(args.out_dir / f"{table.name}.tex", latex(table))
+    write_text_atomic(args.out_dir / f"{table.name}.md", markdown(table))
+    write_text_atomic(args.out_dir / f"{table.name}.csv", csv_text(table))
+    write_text_atomic(args.out_dir / f"{table.name}.tex", latex(table))
     if args.data_out is not None:
-        _write(args.data_out, json.dumps(table.to_dict(), indent=2, ensure_ascii=False) + "\n")
+        write_text_atomic(args.data_out, json.dumps(table.to_dict(), indent=2, ensure_ascii=False) + "\n")
     return 0

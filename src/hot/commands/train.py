@@ -30,8 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .config import load_config
-    from .loop import train
+    from ..train.config import load_config
+    from ..train.loop import train
 
     try:
         config = load_config(args.config, args.overrides)

@@ -1,0 +1,325 @@
+"""The ``real`` backend (``HOTConfig(backend="real")``): HOT's quantisers and GEMMs on the compiled ``hot_kernels`` ops.
+
+The ops (``hot_kernels._C``, built from ``kernels/``) are fused block-Hadamard + INT4 quantisation of g_y,
+Hadamard + SAWB INT4 of W, HLA projection + INT8 quantisation along tokens, and integer GEMMs. This module
+chooses among them; the GEMM family is ``HOTConfig.gemm`` (``auto``: by the device's architecture):
+
+- ``cutlass-int4`` (sm_80/86/89, the default there): the g_x GEMM is a CUTLASS INT4 tensor-op GEMM,
+  operands packed two per byte along K (element 2k in the low nibble of byte k), int32 accumulate; the
+  g_w GEMM is a CUTLASS INT8 one. ``cutlass`` uses the INT8 GEMM for both paths. Both are sm80 kernels;
+  their exactness was verified on an H100 (which runs sm80 ``mma.sync``, INT4 emulated), not on sm_8x;
+- ``cublas`` (sm_90 and newer, no INT4 tensor cores): INT4 codes on FP8 e4m3 tensor cores via
+  ``torch._scaled_mm`` (exact: -8..7 are e4m3 values, products are exact, fp32 accumulation of
+  integers below 2^24 is exact) and INT8 via ``torch._int_mm`` (cuBLASLt). The g_x quantisers then
+  write their 4-bit codes as ``float8_e4m3fn`` (same values) where O and I are multiples of 16, so the
+  GEMM reads them with no conversion pass;
+- ``cutlass-sm90`` (compute capability 9.0): g_x as ``cublas``; the g_w GEMM is a CUTLASS 3.x sm_90a INT8 GEMM
+  (TMA, wgmma, warp-specialised, stream-K). Only in builds made with ``HOT_KERNELS_SM90A=1``;
+- ``reference``: an exact float64 GEMM of the codes (any GPU; odd shapes on the other paths).
+
+Dequantisation is one light pass, ``(acc · row_scale) · (col_scale / block)`` in the reference's float32
+operation order, except on the FP8 path, where row-wise ``_scaled_mm`` scales apply it in the GEMM's
+epilogue (equal up to fp32 rounding of the scale products). Codes come back as int8 (or e4m3, above)
+tensors holding the reference's integer values; the weight and HLA codes are transposed views of the
+layouts the GEMMs read (K contiguous), so no copy is needed. The 4-bit g_x GEMMs (INT4, FP8) take only codes
+known to lie in -8..7: those of the 4-bit quantisers, or codes passed through :func:`mark_4bit`; other int8
+codes (``gx_bits=8``) use the exact INT8 GEMM.
+
+HLA's windows are an index map inside the HLA quantisers (each thread computes the rows its 16 slots read), so
+the gather costs no pass over memory. Options the kernels do not cover (blocks other than 16, i.e. the
+authors' blocking where T is not an odd multiple of 16, per-token HLA or per-channel g_x scales) run the
+reference ops on the CPU (torch's CUDA division by a scalar multiplies by the reciprocal, so only the CPU ops
+give the reference's bits) and move the result back.
+
+Tensor arguments are checked by the ops' C++ bindings, which raise ``ValueError`` naming the tensor and the
+problem; specs are checked when they are made (:class:`hot.backends.HQSpec`, :class:`hot.backends.HLASpec`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+
+import torch
+
+from ..config import GEMMS
+from ..hla import lp_l1_rows, projected_rows
+from . import HLASpec, HQSpec, quantize_grad_output_separately
+from .reference import ReferenceBackend
+
+__all__ = ["RealBackend", "load_ops", "mark_4bit"]
+
+_E4M3 = torch.float8_e4m3fn
+_4BIT = "_hot_4bit_codes"
+_REFERENCE = ReferenceBackend()
+
+
+def load_ops() -> ModuleType:
+    """The compiled ops (``hot_kernels._C``); ``RuntimeError`` saying how to build them where they are missing."""
+    try:
+        from hot_kernels import _C
+    except ImportError as err:
+        raise RuntimeError(
+            "backend 'real' needs the hot-kernels CUDA extension, which is not installed "
+            f"({err}): build it with `pip install --no-build-isolation ./kernels` on a machine with nvcc, "
+            "or use backend 'fake'"
+        ) from err
+    return _C
+
+
+def mark_4bit(codes: torch.Tensor) -> torch.Tensor:
+    """Declares that ``codes`` (int8) lie in -8..7, so :meth:`RealBackend.hq_matmul` may feed them to the 4-bit
+    GEMMs (packed INT4 or FP8); returns ``codes``. Unmarked int8 codes take the INT8 GEMM."""
+    setattr(codes, _4BIT, True)
+    return codes
+
+
+def _is_4bit(codes: torch.Tensor) -> bool:
+    return codes.dtype == _E4M3 or getattr(codes, _4BIT, False)
+
+
+def _device_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def _aligned(t: torch.Tensor) -> torch.Tensor:
+    """Contiguous with a 16-byte aligned start (the kernels use vector loads)."""
+    t = t.contiguous()
+    return t if t.data_ptr() % 16 == 0 else t.clone()
+
+
+def _hla_args(spec: HLASpec) -> tuple[list[int], list[int], int, bool, int]:
+    """The HLA spec as the ops take it: windows, kept basis rows, bits, stochastic, hash key."""
+    w = spec.windows
+    stochastic = spec.rounding == "stochastic"
+    key = spec.key if stochastic and spec.key is not None else 0
+    return [w.tokens, w.prefix, w.height, w.width, w.window_w], list(lp_l1_rows(spec.rank)), spec.bits, stochastic, key
+
+
+def _round_up(n: int, m: int) -> int:
+    return (n + m - 1) // m * m
+
+
+def _int8(codes: torch.Tensor) -> torch.Tensor:
+    return codes if codes.dtype == torch.int8 else codes.to(torch.int8)
+
+
+def _pad_k(a: torch.Tensor, b_t: torch.Tensor, multiple: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Zero codes appended along K add nothing to the product."""
+    pad = (-a.shape[1]) % multiple
+    if pad == 0:
+        return a, b_t
+    return torch.nn.functional.pad(a, (0, pad)), torch.nn.functional.pad(b_t, (0, pad))
+
+
+def _reference_acc(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b of int8 codes, exact (float64 holds every int32 sum), as int32."""
+    return (a.double() @ b.double()).to(torch.int32)
+
+
+class RealBackend:
+    """The ``real`` backend. ``gemm`` picks the integer GEMMs (:data:`hot.config.GEMMS`; ``auto``: by the device's
+    architecture); ``fused_grad_output`` lets :meth:`quantize_grad_output` run the fused two-pass g_y kernel."""
+
+    name = "real"
+    codes_transposed = True
+
+    def __init__(self, gemm: str = "auto", fused_grad_output: bool = False) -> None:
+        if gemm not in GEMMS:
+            raise ValueError(f"gemm must be one of {list(GEMMS)}, got {gemm!r}")
+        self.ops = load_ops()
+        self.gemm = gemm
+        self.fused_grad_output = fused_grad_output
+        self._sm90: dict[int, bool] = {}
+
+    def _sm90_available(self, index: int) -> bool:
+        """Whether this build holds the sm_90a INT8 GEMM and CUDA device ``index`` runs it."""
+        if index not in self._sm90:
+            with torch.cuda.device(index):
+                self._sm90[index] = bool(self.ops.cutlass_sm90_available())
+        return self._sm90[index]
+
+    def gemm_for(self, device: torch.device) -> str:
+        """The GEMM family used on ``device``."""
+        if self.gemm == "cutlass-sm90" and not self._sm90_available(_device_index(device)):
+            raise RuntimeError(
+                f"gemm 'cutlass-sm90' is not available on {device}: it needs a compute capability 9.0 GPU "
+                "and hot-kernels built with HOT_KERNELS_SM90A=1 (CUDA 12+)"
+            )
+        if self.gemm != "auto":
+            return self.gemm
+        major, _ = torch.cuda.get_device_capability(device)
+        if major == 8:
+            return "cutlass-int4"
+        return "cublas" if major >= 9 else "reference"
+
+    def _gx_gemm(self, device: torch.device) -> str:
+        """The family of the g_x GEMM on ``device``: ``cutlass-sm90`` differs from ``cublas`` only in g_w."""
+        gemm = self.gemm_for(device)
+        return "cublas" if gemm == "cutlass-sm90" else gemm
+
+    def _fp8_codes(self, device: torch.device, bits: int, *dims: int) -> bool:
+        """Whether the quantisers write e4m3 codes: the FP8 GEMM reads 4-bit ones as they are (K, N % 16 == 0)."""
+        return bits == 4 and self._gx_gemm(device) == "cublas" and all(d % 16 == 0 for d in dims)
+
+    def _e4m3(self, codes: torch.Tensor, k_pad: int) -> torch.Tensor:
+        """The FP8 GEMM's operand, K zero-padded to k_pad: as is when the quantiser already wrote it."""
+        if codes.dtype == _E4M3 and codes.shape[1] == k_pad:
+            return codes
+        return self.ops.codes_to_e4m3(_int8(codes), k_pad)
+
+    @staticmethod
+    def _on_reference(
+        t: torch.Tensor, quantise: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """An option the kernels do not cover, exact through the reference ops on the CPU."""
+        codes, scale = quantise(t.cpu())
+        return codes.to(t.device, torch.int8), scale.to(t.device)
+
+    # --- g_x path -------------------------------------------------------------------------------
+
+    def hq_quantize_grad_output(self, g_y: torch.Tensor, spec: HQSpec) -> tuple[torch.Tensor, torch.Tensor]:
+        self.ops.check_float_matrix(g_y, "g_y")
+        if spec.granularity == "per_channel":  # no config selects it for g_x
+            return self._on_reference(g_y, lambda g: _REFERENCE.hq_quantize_grad_output(g, spec))
+        g = _aligned(g_y)
+        fp8 = self._fp8_codes(g.device, spec.bits, g.shape[-1])
+        codes, scale = self.ops.hq_quantize_grad_output(
+            g, spec.block, spec.bits, spec.granularity == "per_token", spec.key, fp8
+        )
+        return mark_4bit(codes) if spec.bits == 4 else codes, scale
+
+    def hq_quantize_weight(self, weight: torch.Tensor, spec: HQSpec) -> tuple[torch.Tensor, torch.Tensor]:
+        self.ops.check_float_matrix(weight, "weight")
+        w = _aligned(weight)
+        fp8 = self._fp8_codes(w.device, spec.bits, *w.shape)
+        codes_t, scale = self.ops.hq_quantize_weight(w, spec.block, spec.bits, fp8)
+        return mark_4bit(codes_t.t()) if spec.bits == 4 else codes_t.t(), scale
+
+    def hq_matmul(
+        self,
+        a_codes: torch.Tensor,
+        a_scale: torch.Tensor,
+        b_codes: torch.Tensor,
+        b_scale: torch.Tensor,
+        spec: HQSpec,
+        out_dtype: torch.dtype = torch.float32,
+    ) -> torch.Tensor:
+        self.ops.check_hq_matmul(a_codes, a_scale, b_codes, b_scale, spec.block)
+        if out_dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            raise ValueError(f"out_dtype must be float32, float16 or bfloat16, got {out_dtype}")
+        block = spec.block
+        narrow = _is_4bit(a_codes) and _is_4bit(b_codes)
+        (m, k), n = a_codes.shape, b_codes.shape[1]
+        row, col = a_scale.reshape(-1).contiguous(), b_scale.reshape(-1).contiguous()
+        a = _aligned(a_codes)
+        b_t = _aligned(b_codes.t())  # (I, O): K contiguous; a no-op for hq_quantize_weight's codes
+        gemm = self._gx_gemm(a.device)
+        if not narrow and gemm in ("cublas", "cutlass-int4"):
+            gemm = "cutlass"  # 8-bit codes: the INT8 sm80 GEMM is exact for any int8 (it also runs on sm_90)
+        if gemm == "cublas" and n % 16 == 0 and m > 0:
+            kp = _round_up(k, 16)
+            # Row-wise scales fold the dequantisation into the GEMM's epilogue (no pass over the fp32
+            # output): the reference's (acc · row) · (col / block) up to fp32 rounding of the scale
+            # products (measured at most 1.9e-7 relative).
+            col_block = col / torch.full((), float(block), device=col.device)
+            return torch._scaled_mm(
+                self._e4m3(a, kp),
+                self._e4m3(b_t, kp).t(),
+                scale_a=row.expand(m).reshape(m, 1).contiguous(),
+                scale_b=col_block.expand(n).reshape(1, n).contiguous(),
+                out_dtype=out_dtype,  # the epilogue rounds once to the output type: no float32 pass
+                use_fast_accum=False,
+            )
+        if gemm == "cutlass-int4" and n % 4 == 0 and m > 0:
+            kp = _round_up(k, 32)  # zero codes pad K to the INT4 GEMM's alignment (32 elements, 16 bytes)
+            acc = self.ops.cutlass_gemm_s4(self.ops.pack_int4(_int8(a), kp), self.ops.pack_int4(_int8(b_t), kp))
+        elif gemm == "cutlass" and n % 4 == 0 and m > 0:
+            acc = self.ops.cutlass_gemm_s8(*_pad_k(_int8(a), _int8(b_t), 16))
+        else:
+            acc = _reference_acc(a, b_t.t())
+        return self.ops.dequantize(acc, row, col, float(block)).to(out_dtype)
+
+    # --- both paths -----------------------------------------------------------------------------
+
+    def fuses_grad_output(self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec) -> bool:
+        """Whether :meth:`quantize_grad_output` runs the fused two-pass kernel (else the two quantisers)."""
+        return (
+            self.fused_grad_output
+            and g_y.dim() == 2
+            and g_y.shape[1] % 4 == 0
+            and hq.granularity in ("per_token", "per_tensor")
+            and hla.windows.block == 16
+            and hla.granularity in ("per_tensor", "per_channel")
+        )
+
+    def quantize_grad_output(
+        self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Q(HT(g_y)) for g_x and Q(P g_y) for g_w from two passes over g_y (a statistics pass, then one
+        that writes both code sets), bit-identical to the two quantisers; other options run those."""
+        self.ops.check_float_matrix(g_y, "g_y")
+        if not self.fuses_grad_output(g_y, hq, hla):
+            return quantize_grad_output_separately(self, g_y, hq, hla)
+        g = _aligned(g_y)
+        windows, rows, hla_bits, stochastic, hla_key = _hla_args(hla)
+        fp8 = self._fp8_codes(g.device, hq.bits, g.shape[1])
+        codes, scale, g_codes_t, g_scale = self.ops.quantize_grad_output(
+            g,
+            windows,
+            hq.block,
+            hq.bits,
+            hq.granularity == "per_token",
+            hq.key,
+            fp8,
+            rows,
+            hla_bits,
+            hla.granularity == "per_channel",
+            stochastic,
+            hla_key,
+        )
+        codes = mark_4bit(codes) if hq.bits == 4 else codes
+        g_scale = g_scale.reshape(1, -1) if hla.granularity == "per_channel" else g_scale
+        return codes, scale, g_codes_t.t(), g_scale
+
+    def grad_output_bytes(self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec) -> int:
+        """Device-memory bytes :meth:`quantize_grad_output` reads and writes (its kernels, not the minimum)."""
+        length, channels = g_y.shape
+        proj_rows = projected_rows(length, hla.windows, hla.rank)
+        codes = length * channels + proj_rows * channels + 4 * (length + channels)  # codes, scales
+        reads = 2 if self.fuses_grad_output(g_y, hq, hla) else 3  # the unfused HLA path reads g_y twice too
+        return reads * g_y.numel() * g_y.element_size() + codes
+
+    # --- g_w path -------------------------------------------------------------------------------
+
+    def hla_quantize(self, t: torch.Tensor, spec: HLASpec) -> tuple[torch.Tensor, torch.Tensor]:
+        self.ops.check_float_matrix(t, "t")
+        if spec.windows.block != 16 or spec.granularity == "per_token":
+            # Other blocks (the authors' blocking: the largest power of two dividing T) and per-token HLA
+            # scales are not in the kernel.
+            return self._on_reference(t, lambda x: _REFERENCE.hla_quantize(x, spec))
+        x = _aligned(t)
+        windows, rows, bits, stochastic, key = _hla_args(spec)
+        per_channel = spec.granularity == "per_channel"
+        codes_t, scale = self.ops.hla_quantize(x, windows, rows, bits, stochastic, per_channel, key)
+        return codes_t.t(), scale.reshape(1, -1) if per_channel else scale
+
+    def hla_matmul(
+        self, g_codes: torch.Tensor, g_scale: torch.Tensor, x_codes: torch.Tensor, x_scale: torch.Tensor, spec: HLASpec
+    ) -> torch.Tensor:
+        self.ops.check_hla_matmul(g_codes, g_scale, x_codes, x_scale)
+        (r, o), i = g_codes.shape, x_codes.shape[1]
+        row, col = g_scale.reshape(-1).contiguous(), x_scale.reshape(-1).contiguous()
+        a = _aligned(g_codes.t())  # (O, R): K contiguous; a no-op for hla_quantize's codes
+        b_t = _aligned(x_codes.t())  # (I, R)
+        gemm = self.gemm_for(a.device)
+        if gemm == "cutlass-sm90" and i % 4 == 0 and o > 0 and r > 0:
+            acc = self.ops.cutlass_gemm_s8_sm90(*_pad_k(a, b_t, 16))
+        elif gemm == "cublas" and o > 16 and i % 8 == 0 and r > 0:
+            a, b_t = _pad_k(a, b_t, 8)
+            acc = torch._int_mm(a, b_t.t())
+        elif gemm in ("cutlass", "cutlass-int4") and i % 4 == 0 and o > 0 and r > 0:
+            acc = self.ops.cutlass_gemm_s8(*_pad_k(a, b_t, 16))
+        else:
+            acc = _reference_acc(a, b_t.t())
+        return self.ops.dequantize(acc, row, col, float(spec.windows.block))

@@ -1,0 +1,138 @@
+"""Fake against real: the same HOT training with both backends, and the codes of their quantisers side by side.
+
+A test (``tests/kernels/test_kernels_gpu.py``) and ``hot bench``'s ``equivalence`` section both call these.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ..backends import create_backend
+from ..config import HOTConfig
+from ..hla import TokenGrid, hla_windows
+from ..methods import Keys, create_method, layer_specs
+from .step import train_step
+
+EQUIVALENCE_TOLERANCE = 1e-3  # max |loss_fake - loss_real| / |loss_fake| over the steps
+NOT_ZERO = (
+    "the codes are the same (same seed, layer and step give the same hash keys), but the fake backend's float32 "
+    "GEMMs and the real backend's FP8/INT8 GEMMs with fused dequantisation sum and scale in another order, so "
+    "g_x and g_w differ by float32 rounding, which grows slowly over the training steps"
+)
+
+
+def _config(backend: str, seed: int, real_options: dict[str, Any] | None) -> HOTConfig:
+    """HOT + ABC on ``backend``; ``real_options`` are the real backend's (``gemm``, ``fused_grad_output``)."""
+    return HOTConfig(backend=backend, abc=True, seed=seed, **(real_options or {} if backend == "real" else {}))
+
+
+def max_relative_difference(reference: Sequence[float], other: Sequence[float]) -> float:
+    """max over steps of |a - b| / |a|."""
+    if len(reference) != len(other) or not reference:
+        raise ValueError(f"need two equally long, non-empty loss lists, got {len(reference)} and {len(other)}")
+    return max(abs(a - b) / abs(a) if a else abs(b) for a, b in zip(reference, other, strict=True))
+
+
+def equivalence(
+    device: torch.device | str,
+    steps: int,
+    batch: int,
+    *,
+    backends: tuple[str, str] = ("fake", "real"),
+    seed: int = 0,
+    lr: float = 0.05,
+    model_name: str = "vit_tiny_fmnist",
+    real_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Train one tiny ViT twice, with ``backends[0]`` and ``backends[1]`` (HOT + ABC), from the same weights on the
+    same batches in float32, and compare the losses step by step and the held-out accuracy.
+
+    The labels come from a fixed random linear teacher of the pixels, so the held-out accuracy moves above
+    chance and compares two learnt models, not noise. ``real_options`` (``gemm``, ``fused_grad_output``) apply to
+    the ``real`` backend.
+    """
+    from ..convert import convert
+    from ..train.models import create_model
+
+    device = torch.device(device)
+    gen = torch.Generator().manual_seed(seed)
+    shape = (1, 28, 28)  # vit_tiny_fmnist: grey 28², patch 4, 50 tokens
+    teacher = torch.randn(math.prod(shape), 10, generator=gen)
+
+    def data(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.randn(n, *shape, generator=gen)
+        return x.to(device), (x.flatten(1) @ teacher).argmax(1).to(device)
+
+    batches = [data(batch) for _ in range(4)]  # cycled: a fixed, learnable stream
+    held_x, held_y = data(256)
+    torch.manual_seed(seed)
+    initial = create_model(model_name, 10, 1).state_dict()
+    runs = []
+    for backend in backends:
+        net = create_model(model_name, 10, 1)
+        net.load_state_dict(initial)
+        convert(net, _config(backend, seed, real_options))
+        net.to(device).train()
+        optimizer = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9)
+        losses = []
+        for step in range(steps):
+            x, y = batches[step % len(batches)]
+            losses.append(float(train_step(net, optimizer, x, y, amp=False).item()))
+        net.eval()
+        with torch.no_grad():
+            accuracy = (net(held_x).argmax(1) == held_y).float().mean().item()
+        runs.append({"backend": backend, "losses": losses, "held_out_accuracy": accuracy})
+        del net, optimizer
+    worst = max_relative_difference(runs[0]["losses"], runs[1]["losses"])
+    return {
+        "model": model_name,
+        "device": str(device),
+        "steps": steps,
+        "batch": batch,
+        "optimizer": f"SGD(lr={lr}, momentum=0.9), float32, no autocast",
+        "hot_config": "HOTConfig(abc=True)",
+        "runs": runs,
+        "max_rel_loss_diff": worst,
+        "accuracy_diff": runs[1]["held_out_accuracy"] - runs[0]["held_out_accuracy"],
+        "tolerance": EQUIVALENCE_TOLERANCE,
+        "passed": worst < EQUIVALENCE_TOLERANCE,
+        "why_not_zero": NOT_ZERO,
+    }
+
+
+def code_mismatches(
+    device: torch.device | str,
+    length: int,
+    out_f: int,
+    in_f: int,
+    tokens: int,
+    seed: int = 0,
+    backends: tuple[str, str] = ("fake", "real"),
+    grid: TokenGrid | None = None,
+    real_options: dict[str, Any] | None = None,
+) -> dict[str, int]:
+    """Codes of two backends on the same random g_y and x: elements that differ, per quantiser. ``fake`` runs on the
+    CPU (the reference's bits: on CUDA torch divides by a scalar through its reciprocal), any other on ``device``."""
+    gen = torch.Generator().manual_seed(seed)
+    g_y = torch.randn(length, out_f, generator=gen)
+    x = torch.randn(length, in_f, generator=gen)
+    config = HOTConfig(abc=True, seed=seed)
+    keys = Keys(seed, 0, 0)
+    windows = hla_windows(tokens, config.hla_blocking, grid)
+    specs = layer_specs(config, out_f, windows, keys)
+    codes = []
+    for name in backends:
+        where = "cpu" if name == "fake" else device
+        backend_config = _config(name, seed, real_options)
+        backend = create_backend(backend_config)
+        a, _, g, _ = backend.quantize_grad_output(g_y.to(where), specs.grad_output, specs.grad_output_hla)
+        p, _ = create_method(backend_config).pack_input(x.to(where), windows, keys)
+        codes.append([t.cpu().float().to(torch.int8).contiguous() for t in (a, g, p)])  # e4m3 codes hold integers
+    names = ("hq_grad_output", "hla_grad_output", "hla_input")
+    found = {n: int((f != r).sum().item()) for n, f, r in zip(names, *codes, strict=True)}
+    found["elements"] = sum(t.numel() for t in codes[0])
+    return found

@@ -1,0 +1,288 @@
+"""Kernel timing of ``hot bench``: ViT-B/16's linear layers at training batch size, HOT's backward and its stages
+against the two bf16 cuBLAS GEMMs, the quantisers' bandwidth, and the arithmetic limit of the hardware."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from ..backends import HLASpec, HQSpec
+from ..config import HOTConfig
+from ..hla import TokenGrid, hla_windows, projected_rows
+from ..methods import HOTMethod, Keys, LayerState, layer_specs
+from .report import BANDWIDTH_TARGET, layer_verdict
+from .timing import bandwidth, gemm_rates, tensor_bytes, time_us
+
+VIT_B_LAYERS = ("qkv", "proj", "fc1", "fc2")
+VIT_B16_GRID = TokenGrid(prefix=1, height=14, width=14)  # ViT-B/16 at 224²: the class token + 14×14 patches
+TOKENS = VIT_B16_GRID.tokens
+
+
+def vit_b_rows() -> list[dict[str, Any]]:
+    from ..paper import paper_values
+
+    return [r for r in paper_values()["latency_figure"]["rows"] if r["model"] == "vit_base_patch16_224"]
+
+
+def arithmetic_limit(
+    bf16_us: float,
+    length: int,
+    out_f: int,
+    in_f: int,
+    rows: int,
+    fp8_flops: float,
+    copy_bytes_per_s: float,
+    gy_bytes: int = 2,
+) -> dict[str, float]:
+    """The best bf16 / HOT ratio the hardware allows: both GEMMs at the FP8 rate, the g_y transform at copy speed.
+
+    t_fp8 = 2·L·O·I / R_fp8 (g_x), t_int8 = 2·rows·O·I / R_fp8 (g_w over the ≈ L/2 HLA rows; an INT8 wgmma runs
+    at the FP8 rate), t_transform = (g_y read once + L·O FP8 codes + rows·O INT8 codes) / copy bandwidth.
+    """
+    t_fp8 = 2.0 * length * out_f * in_f / fp8_flops
+    t_int8 = 2.0 * rows * out_f * in_f / fp8_flops
+    transform_bytes = length * out_f * gy_bytes + length * out_f + rows * out_f
+    t_transform = transform_bytes / copy_bytes_per_s
+    floor_us = (t_fp8 + t_int8 + t_transform) * 1e6
+    return {
+        "t_fp8_us": t_fp8 * 1e6,
+        "t_int8_halfK_us": t_int8 * 1e6,
+        "t_transform_us": t_transform * 1e6,
+        "transform_bytes": transform_bytes,
+        "floor_us": floor_us,
+        "limit": bf16_us / floor_us,
+    }
+
+
+def moved_grad_output_bytes(backend: Any, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec, unique: int) -> tuple[int, str]:
+    """Bytes the g_y quantisers move: the backend's own account where it has one (the real backend), else the two
+    passes over g_y (statistics, then quantise)."""
+    counter = getattr(backend, "grad_output_bytes", None)
+    if counter is not None:
+        return int(counter(g_y, hq, hla)), f"{type(backend).__name__}.grad_output_bytes"
+    return unique + tensor_bytes(g_y), "assumed: g_y read twice"
+
+
+def measure_layer(
+    name: str,
+    out_f: int,
+    in_f: int,
+    batch: int,
+    method: HOTMethod,
+    sections: Iterable[str],
+    copy_gbps: float,
+    reps: int,
+    warmup: int,
+    seed: int,
+    device: str = "cuda",
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``layers`` and ``kernels`` entries of one ViT-B layer (an empty dict for a section not asked for)."""
+    sections = set(sections)
+    length = batch * TOKENS
+    gen = torch.Generator(device=device).manual_seed(seed + out_f * 7 + in_f)
+    g_y = torch.randn(length, out_f, device=device, generator=gen, dtype=torch.bfloat16)
+    x = torch.randn(length, in_f, device=device, generator=gen, dtype=torch.bfloat16)
+    # HOT's backward quantises the fp32 parameter (what autograd hands it); bf16 reads autocast's bf16 copy.
+    w = torch.randn(out_f, in_f, device=device, generator=gen) * 0.02
+    w_bf16 = w.bfloat16()
+    keys, state = Keys(seed, 0, 0), LayerState(index=0)
+    config, backend = method.config, method.backend
+    windows = hla_windows(TOKENS, config.hla_blocking, VIT_B16_GRID)
+    specs = layer_specs(config, out_f, windows, keys)
+    hq, hla = specs.grad_output, specs.grad_output_hla
+    rows = projected_rows(length, windows, config.hla_rank)
+    saved = method.pack_input(x, windows, keys)  # the ABC codes: made in forward, read by backward
+    modes: dict[str, str] = {}
+    us: dict[str, float] = {}
+
+    def timed(key: str, fn: Callable[[], object]) -> float:
+        if key not in us:
+            us[key], modes[key] = time_us(fn, reps, warmup)
+        return us[key]
+
+    grad_output = backend.quantize_grad_output(g_y, hq, hla)
+    quantise_gy = timed("quantize_grad_output", lambda: backend.quantize_grad_output(g_y, hq, hla))
+    pack_us = timed("hot_forward_abc", lambda: method.pack_input(x, windows, keys))
+    layer: dict[str, Any] = {}
+    if "layers" in sections:
+        a_codes, a_scale, g_codes, g_scale = grad_output
+        b_codes, b_scale = backend.hq_quantize_weight(w, hq)
+        timed("bf16", lambda: (g_y @ w_bf16, g_y.t() @ x))
+        timed(
+            "hot_backward",
+            lambda: method.backward_gemms(g_y, w, saved, windows, state, keys, gx_dtype=torch.bfloat16),
+        )
+        timed("hq_quantize_weight", lambda: backend.hq_quantize_weight(w, hq))
+        timed(
+            "hq_matmul",
+            lambda: backend.hq_matmul(a_codes, a_scale, b_codes, b_scale, hq, out_dtype=torch.bfloat16),
+        )
+        timed("hla_matmul", lambda: backend.hla_matmul(g_codes, g_scale, *saved, hla))
+        gemms = gemm_rates(length, out_f, in_f, rows, reps, warmup)
+        modes.update(gemms.pop("_modes"))
+        fp8_flops = gemms.pop("_fp8_flops")
+        stages = {k: us[k] for k in ("quantize_grad_output", "hq_quantize_weight", "hq_matmul", "hla_matmul")}
+        layer = {
+            "L": length,
+            "O": out_f,
+            "I": in_f,
+            "tokens": TOKENS,
+            "hla_rows": rows,
+            "bf16_us": us["bf16"],
+            "hot_backward_us": us["hot_backward"],
+            "hot_forward_abc_us": pack_us,
+            "stages_us": stages,
+            "stages_sum_us": sum(stages.values()),
+            **layer_verdict(name, us["bf16"], us["hot_backward"]),
+            **gemms,
+            "arithmetic_limit": arithmetic_limit(us["bf16"], length, out_f, in_f, rows, fp8_flops, copy_gbps * 1e9),
+            "timing": modes,
+        }
+    kernel: dict[str, Any] = {}
+    if "kernels" in sections:
+        unique = tensor_bytes(g_y, *grad_output)
+        moved, source = moved_grad_output_bytes(backend, g_y, hq, hla, unique)
+        pack_unique = tensor_bytes(x, *saved)
+        kernel = {
+            "grad_output_quantizer": {
+                "us": quantise_gy,
+                "unique": bandwidth(unique, quantise_gy, copy_gbps, BANDWIDTH_TARGET),
+                "moved": bandwidth(moved, quantise_gy, copy_gbps, BANDWIDTH_TARGET),
+                "moved_bytes_source": source,
+            },
+            "pack_input": {
+                "us": pack_us,
+                "unique": bandwidth(pack_unique, pack_us, copy_gbps, BANDWIDTH_TARGET),
+                "moved": bandwidth(pack_unique + tensor_bytes(x), pack_us, copy_gbps, BANDWIDTH_TARGET),
+                "moved_bytes_source": "assumed: x read twice (amax pass, quantise pass)",
+            },
+        }
+    return layer, kernel
+
+
+# --------------------------------------------------------------------------------------------- stage breakdown
+
+WINDOWS = hla_windows(TOKENS, "spatial", VIT_B16_GRID)
+
+
+def _timed(fns: dict, reps: int, warmup: int) -> tuple[dict[str, float | None], dict[str, str]]:
+    """Median µs of each function; one that raises is recorded with its error and the rest still run."""
+    times: dict[str, float | None] = {}
+    errors: dict[str, str] = {}
+    for key, fn in fns.items():
+        try:
+            times[key] = time_us(fn, reps, warmup)[0]
+        except Exception as err:  # a failing kernel must not lose the other measurements
+            times[key], errors[key] = None, f"{type(err).__name__}: {err}"[:500]
+    return times, errors
+
+
+def _rate(amount: float, us: float | None) -> float | None:
+    return None if us is None else amount / us
+
+
+def stage_breakdown(backend: Any, out_f: int, in_f: int, length: int, reps: int, warmup: int) -> dict[str, Any]:
+    """The pieces of the real backend's backward one by one at a ViT-B layer's shape (L = ``length``, bf16):
+    the fused g_y quantiser against the two separate ones, each quantiser, the weight quantiser, the two GEMMs as
+    the backend calls them, the raw cuBLAS GEMMs (bf16, FP8 ``_scaled_mm``, INT8 ``_int_mm``) and a copy of g_y;
+    median µs, and GB/s or TOP/s where a byte or operation count makes sense."""
+    gen = torch.Generator(device="cuda").manual_seed(out_f * 7 + in_f)
+    g_y = torch.randn(length, out_f, device="cuda", generator=gen).bfloat16()
+    x = torch.randn(length, in_f, device="cuda", generator=gen).bfloat16()
+    w = (torch.randn(out_f, in_f, device="cuda", generator=gen) * 0.02).bfloat16()
+    specs = layer_specs(HOTConfig(), out_f, WINDOWS, Keys(0, 0, 0))
+    hq, hla, hla_x = specs.grad_output, specs.grad_output_hla, specs.input_hla
+    hq_t = HQSpec(hq.block, hq.bits, "per_tensor", hq.key)
+    # The GEMMs' operands come from the separate quantisers; the fused one is timed below.
+    a_codes, a_scale = backend.hq_quantize_grad_output(g_y, hq)
+    g_codes, g_scale = backend.hla_quantize(g_y, hla)
+    b_codes, b_scale = backend.hq_quantize_weight(w, hq)
+    x_codes, x_scale = backend.hla_quantize(x, hla_x)
+    half = g_codes.shape[0]
+    e4 = torch.float8_e4m3fn
+    a8 = torch.randint(-8, 8, (length, out_f), device="cuda").to(e4)
+    b8 = torch.randint(-8, 8, (in_f, out_f), device="cuda").to(e4)
+    row, col = torch.rand(length, 1, device="cuda"), torch.rand(1, in_f, device="cuda")
+    gi = torch.randint(-127, 128, (out_f, half), device="cuda", dtype=torch.int8)
+    xi = torch.randint(-127, 128, (half, in_f), device="cuda", dtype=torch.int8)
+    wb = w.clone()
+    fns = {
+        "copy_g_y": lambda: g_y.clone(),
+        "fused_quantize_grad_output": lambda: backend.quantize_grad_output(g_y, hq, hla),
+        "fused_quantize_grad_output_hq_per_tensor": lambda: backend.quantize_grad_output(g_y, hq_t, hla),
+        "hq_quantize_grad_output": lambda: backend.hq_quantize_grad_output(g_y, hq),
+        "hla_quantize_grad_output": lambda: backend.hla_quantize(g_y, hla),
+        "hla_quantize_input": lambda: backend.hla_quantize(x, hla_x),
+        "hq_quantize_weight": lambda: backend.hq_quantize_weight(w, hq),
+        "hq_matmul_bf16_out": lambda: backend.hq_matmul(a_codes, a_scale, b_codes, b_scale, hq, torch.bfloat16),
+        "hq_matmul_fp32_out": lambda: backend.hq_matmul(a_codes, a_scale, b_codes, b_scale, hq),
+        "hla_matmul": lambda: backend.hla_matmul(g_codes, g_scale, x_codes, x_scale, hla),
+        "cublas_bf16_gx": lambda: g_y @ wb,
+        "cublas_bf16_gw": lambda: g_y.t() @ x,
+        "cublas_fp8_gx": lambda: torch._scaled_mm(
+            a8, b8.t(), scale_a=row, scale_b=col, out_dtype=torch.bfloat16, use_fast_accum=False
+        ),
+        "cublas_int8_gw_half_k": lambda: torch._int_mm(gi, xi),
+    }
+    times, errors = _timed(fns, reps, warmup)
+    nbytes = g_y.numel() * 2
+    moved = backend.grad_output_bytes(g_y, hq, hla)
+    unique = moved - nbytes  # g_y once, codes and scales written
+    fused = times["fused_quantize_grad_output"]
+    rates = {
+        "copy_g_y_GBps": _rate(2 * nbytes / 1e3, times["copy_g_y"]),
+        "fused_GBps_moved": _rate(moved / 1e3, fused),
+        "fused_GBps_unique": _rate(unique / 1e3, fused),
+        "fp8_TFLOPs": _rate(2 * length * out_f * in_f / 1e6, times["cublas_fp8_gx"]),
+        "int8_TOPs": _rate(2 * half * out_f * in_f / 1e6, times["cublas_int8_gw_half_k"]),
+        "bf16_TFLOPs": _rate(2 * length * out_f * in_f / 1e6, times["cublas_bf16_gx"]),
+    }
+    return {**times, **rates, "errors": errors}
+
+
+# --------------------------------------------------------------------------------------------- the sm_90a GEMM
+
+# (M, N, K) of D = A · Bᵀ: g_w of ViT-B qkv, proj, fc1, fc2 (M = O, N = I, K = the HLA-projected tokens).
+SM90_SHAPES = [(2304, 768, 12608), (768, 768, 12608), (3072, 768, 12608), (768, 3072, 12608)]
+# name -> (variant, decomposition, splits)
+SM90_CONFIGS = {
+    "coop128_heuristic": (0, 0, 1),
+    "coop128_data_parallel": (0, 1, 1),
+    "coop128_stream_k": (0, 2, 1),
+    "coop128_split_k2": (0, 3, 2),
+    "coop128_split_k3": (0, 3, 3),
+    "pingpong64": (1, 0, 1),
+}
+
+
+def sm90_gemm_variants(ops: Any, reps: int, warmup: int) -> list[dict[str, Any]]:
+    """The CUTLASS sm_90a INT8 GEMM (every variant and K decomposition) against cuBLASLt INT8 (``_int_mm``) and FP8
+    (``_scaled_mm``) on HOT's g_w shapes, each result checked equal to ``_int_mm``'s; operands stay L2-resident
+    between replays. ``ops``: the compiled ops (``hot.backends.real.load_ops()``), built with the sm_90a GEMM."""
+    if not ops.cutlass_sm90_available():
+        raise RuntimeError("the extension holds no sm_90a GEMM for this device (build with HOT_KERNELS_SM90A=1)")
+    results = []
+    for m, n, k in SM90_SHAPES:
+        gen = torch.Generator(device="cuda").manual_seed(m + n + k)
+        a = torch.randint(-127, 128, (m, k), device="cuda", dtype=torch.int8, generator=gen)
+        b = torch.randint(-127, 128, (n, k), device="cuda", dtype=torch.int8, generator=gen)
+        a8, b8 = a.clamp(-8, 7).to(torch.float8_e4m3fn), b.clamp(-8, 7).to(torch.float8_e4m3fn)
+        one = torch.ones((), device="cuda")
+        ref = torch._int_mm(a, b.t())
+        fns = {
+            "cublas_int_mm": lambda a=a, b=b: torch._int_mm(a, b.t()),
+            "cublas_fp8_scaled_mm": lambda a8=a8, b8=b8, one=one: torch._scaled_mm(
+                a8, b8.t(), scale_a=one, scale_b=one, out_dtype=torch.float32
+            ),
+        }
+        for name, (variant, decomposition, splits) in SM90_CONFIGS.items():
+            fns[name] = lambda a=a, b=b, v=variant, d=decomposition, s=splits: ops.cutlass_gemm_s8_sm90(a, b, v, d, s)
+        count = 2.0 * m * n * k
+        for name, fn in fns.items():
+            exact = None if name.startswith("cublas") else bool(torch.equal(fn(), ref))
+            us, mode = time_us(fn, reps, warmup)
+            row = {"m": m, "n": n, "k": k, "kernel": name, "us": us, "tops": count / us / 1e6, "mode": mode}
+            results.append({**row, "exact": exact})
+    return results

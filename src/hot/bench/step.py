@@ -1,0 +1,154 @@
+"""The end-to-end step benchmark: ViT-B/16 training steps under bf16, torchao float8 and HOT, eager and compiled."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import statistics
+import time
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..config import HOTConfig
+
+STEP_VARIANTS = ("bf16", "bf16_compile", "torchao_float8", "hot", "hot_compile")
+
+
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, amp: bool) -> Any:
+    """One step: forward (bf16 autocast when ``amp``), cross entropy, backward, optimiser step. Returns the loss."""
+    with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=amp):
+        loss = F.cross_entropy(model(x), y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def time_training(
+    net: nn.Module,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    steps: int,
+    warmup: int,
+    compile: bool = False,
+    calibrate_lqs: bool = False,
+    amp: bool = True,
+    lr: float = 1e-4,
+) -> dict[str, Any]:
+    """Median step time (ms) and peak memory of training ``net`` (already on the images' device) with AdamW.
+
+    With ``calibrate_lqs`` the first step runs eagerly inside :func:`hot.lqs.calibrate`, as the training loop
+    does on its first batch; compilation (``compile``) comes after it, so the compiled graph sees the decisions.
+    CUDA steps are timed with CUDA events (peak memory: ``max_memory_allocated`` over the timed steps), CPU
+    steps with ``perf_counter`` (no peak memory).
+    """
+    from .. import lqs
+
+    device = images.device
+    cuda = device.type == "cuda"
+    optimizer = torch.optim.AdamW(net.parameters(), lr=lr)
+    result: dict[str, Any] = {}
+    if calibrate_lqs:
+        with lqs.calibrate(net):
+            train_step(net, optimizer, images, labels, amp)
+        choices = list(lqs.decisions(net).values())
+        result["lqs"] = {str(c).lower(): choices.count(c) for c in ("per_token", "per_tensor", None)}
+    model: nn.Module = torch.compile(net) if compile else net
+    started = time.perf_counter()
+    for _ in range(warmup):
+        train_step(model, optimizer, images, labels, amp)
+    if cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    result["warmup_s"] = time.perf_counter() - started
+    times: list[float] = []
+    events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
+    loss: Any = None
+    for _ in range(steps):
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            loss = train_step(model, optimizer, images, labels, amp)
+            end.record()
+            events.append((start, end))
+        else:
+            t0 = time.perf_counter()
+            loss = train_step(model, optimizer, images, labels, amp)
+            times.append((time.perf_counter() - t0) * 1e3)
+    if cuda:
+        torch.cuda.synchronize(device)
+        times = [s.elapsed_time(e) for s, e in events]
+        result["peak_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+    else:
+        result["peak_memory_gib"] = None
+    result.update(
+        step_ms=statistics.median(times),
+        step_ms_all=times,
+        images_per_s=len(images) / (statistics.median(times) / 1e3),
+        final_loss=float(loss.item()) if loss is not None else None,
+    )
+    return result
+
+
+def free_memory() -> None:
+    gc.collect()
+    with contextlib.suppress(Exception):  # compiled graphs and their guards hold on to the models
+        torch._dynamo.reset()
+    gc.collect()
+    if torch.cuda.is_available():
+        with contextlib.suppress(RuntimeError):  # a sticky CUDA error is reported by the next measurement
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+
+
+def _torchao_filter(module: nn.Module, fqn: str) -> bool:
+    # The classifier (100 classes) stays bf16; torchao's float8 GEMMs need both dims multiples of 16.
+    if fqn == "head" or fqn.startswith("head."):
+        return False
+    return not isinstance(module, nn.Linear) or (module.in_features % 16 == 0 and module.out_features % 16 == 0)
+
+
+def step_variant(
+    variant: str, batch: int, steps: int, warmup: int, seed: int, hot: HOTConfig | None = None
+) -> dict[str, Any]:
+    """One end-to-end ViT-B/16 variant from a fresh model (same seed), timed on the GPU. ``hot`` is the HOT
+    variants' config (default: real backend, ABC, LQS)."""
+    import timm
+
+    with contextlib.suppress(Exception):
+        torch._dynamo.utils.counters.clear()
+    torch.manual_seed(seed)
+    net = timm.create_model("vit_base_patch16_224", num_classes=100)
+    compile_, lqs_ = variant.endswith("_compile") or variant == "torchao_float8", False
+    if variant == "torchao_float8":
+        try:
+            from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+        except ImportError as err:
+            return {"skipped": f"torchao is not importable: {err}"}
+        recipe = getattr(Float8LinearConfig, "from_recipe_name", None)
+        config = recipe("tensorwise") if recipe is not None else Float8LinearConfig()
+        convert_to_float8_training(net, module_filter_fn=_torchao_filter, config=config)
+    elif variant.startswith("hot"):
+        from ..convert import convert
+
+        convert(net, hot or HOTConfig(backend="real", abc=True, lqs=True, seed=seed))
+        lqs_ = True
+    net = net.cuda().train()
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    images = torch.randn(batch, 3, 224, 224, device="cuda", generator=gen)
+    labels = torch.randint(0, 100, (batch,), device="cuda", generator=gen)
+    result = time_training(net, images, labels, steps=steps, warmup=warmup, compile=compile_, calibrate_lqs=lqs_)
+    result["compiled"] = compile_
+    if compile_:
+        with contextlib.suppress(Exception):  # graphs and graph breaks say whether torch.compile kept one graph
+            counters = torch._dynamo.utils.counters
+            result["dynamo"] = {
+                **{k: int(v) for k, v in counters["stats"].items()},
+                "graph_breaks": int(sum(counters["graph_break"].values())),
+                "graph_break_reasons": [str(k)[:300] for k in list(counters["graph_break"])[:10]],
+            }
+    return result

@@ -1,0 +1,91 @@
+"""GPU timing primitives of the benchmarks: a kernel's median time, byte counts, copy bandwidth, GEMM rates."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+def time_us(fn: Callable[[], object], reps: int, warmup: int) -> tuple[float, str]:
+    """Median microseconds of one call, from a replayed CUDA graph (or eager calls where capture fails)."""
+    for _ in range(3):  # compile/handle creation before capture
+        fn()
+    torch.cuda.synchronize()
+    run: Callable[[], object] = fn
+    mode = "graph"
+    try:
+        graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            fn()
+            with torch.cuda.graph(graph, stream=stream):
+                fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        run = graph.replay
+    except RuntimeError:
+        mode = "eager"
+    for _ in range(warmup):
+        run()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for start, end in zip(starts, ends, strict=True):
+        start.record()
+        run()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)) * 1e3, mode
+
+
+def tensor_bytes(*tensors: torch.Tensor) -> int:
+    """Bytes held by the tensors' elements (a transposed view counts its elements once)."""
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def bandwidth(nbytes: int, us: float, copy_gbps: float, target: float) -> dict[str, Any]:
+    """GB/s of ``nbytes`` moved in ``us`` microseconds, and its fraction of the copy bandwidth against ``target``."""
+    gbps = nbytes / us / 1e3
+    fraction = gbps / copy_gbps
+    return {"bytes": nbytes, "gbps": gbps, "fraction_of_copy": fraction, "target": target, "met": fraction >= target}
+
+
+def copy_bandwidth(gib: float, reps: int, warmup: int) -> dict[str, Any]:
+    """Device-to-device copy of a random bf16 buffer: GB/s of bytes read + written."""
+    src = torch.randn(int(gib * 2**30) // 2, device="cuda", dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    us, mode = time_us(lambda: dst.copy_(src), reps, warmup)
+    moved = 2 * tensor_bytes(src)
+    return {"buffer_bytes": moved // 2, "bytes_moved": moved, "us": us, "gbps": moved / us / 1e3, "timing": mode}
+
+
+def gemm_rates(length: int, out_f: int, in_f: int, rows: int, reps: int, warmup: int) -> dict[str, Any]:
+    """FP8 ``_scaled_mm`` (the g_x GEMM's shape, row-wise scales, bf16 out) and INT8 ``_int_mm`` (g_w's shape)."""
+    e4m3 = torch.float8_e4m3fn
+    a = torch.randn(length, out_f, device="cuda").to(e4m3)
+    b_t = torch.randn(in_f, out_f, device="cuda").to(e4m3)  # (N, K) row-major: the column-major B cuBLASLt wants
+    scale_a = torch.rand(length, 1, device="cuda") + 0.5
+    scale_b = torch.rand(1, in_f, device="cuda") + 0.5
+
+    def fp8() -> torch.Tensor:
+        return torch._scaled_mm(
+            a, b_t.t(), scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16, use_fast_accum=False
+        )
+
+    fp8_us, fp8_mode = time_us(fp8, reps, warmup)
+    g = torch.randint(-127, 128, (out_f, rows), device="cuda", dtype=torch.int8)
+    x_t = torch.randint(-127, 128, (in_f, rows), device="cuda", dtype=torch.int8)
+    int8_us, int8_mode = time_us(lambda: torch._int_mm(g, x_t.t()), reps, warmup)
+    fp8_flops = 2.0 * length * out_f * in_f / (fp8_us * 1e-6)
+    int8_ops = 2.0 * rows * out_f * in_f / (int8_us * 1e-6)
+    return {
+        "fp8_gemm_us": fp8_us,
+        "fp8_tflops": fp8_flops / 1e12,
+        "int8_gemm_us": int8_us,
+        "int8_tops": int8_ops / 1e12,
+        "int8_over_fp8_rate": int8_ops / fp8_flops,
+        "_fp8_flops": fp8_flops,
+        "_modes": {"fp8_gemm": fp8_mode, "int8_gemm": int8_mode},
+    }

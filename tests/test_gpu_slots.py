@@ -147,7 +147,7 @@ def test_no_gpus_needed_or_none_present_runs_unchanged(tmp_path):
 
 
 def _fake_python(tmp_path: Path) -> Path:
-    """A ``python`` first on PATH that records how train.sh starts it (hot itself runs on the venv's python)."""
+    """A ``python`` that records how the train script starts it (hot itself runs on the venv's python)."""
     bin_dir = _fake_bin(tmp_path, 2)
     fake = bin_dir / "python"
     fake.write_text(f'#!/bin/sh\necho "$CUDA_VISIBLE_DEVICES $*" > {tmp_path}/launch\n')
@@ -155,32 +155,53 @@ def _fake_python(tmp_path: Path) -> Path:
     return fake
 
 
-def test_train_sh_runs_torchrun_over_exactly_its_slots(tmp_path):
-    _fake_python(tmp_path)
-    env = _env(tmp_path, 2, GPUS="2")
-    metrics = tmp_path / "run" / "metrics.json"
-    result = subprocess.run(["bash", "workflow/scripts/train.sh", str(metrics), "{}"], cwd=REPO, env=env,
-                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
-    assert result.returncode == 0, result.stderr
+# The workflow's train rule, driven as Snakemake's script: directive runs workflow/scripts/train.py (its `snakemake`
+# object stood in for), on ``gpus`` GPUs; ``python`` is the interpreter torchrun is started with.
+_TRAIN_RULE = """
+import json, runpy, sys
+from types import SimpleNamespace
+run, settings, gpus, python = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+class Files(dict):
+    __getattr__ = dict.__getitem__
+with open(run + "/data.json", "w") as f:
+    json.dump({"status": "ready"}, f)
+smk = SimpleNamespace(
+    input=Files(data=run + "/data.json"), output=Files(metrics=run + "/metrics.json", model=run + "/model.pt"),
+    params=SimpleNamespace(settings=settings), log=[run + ".log"], threads=1, resources=SimpleNamespace(gpu=gpus),
+)
+sys.executable = python
+runpy.run_path("workflow/scripts/train.py", init_globals={"snakemake": smk}, run_name="__main__")
+"""
+
+
+def _train_rule(tmp_path: Path, env: dict[str, str], settings: str, gpus: int, python: str = sys.executable):
+    run = tmp_path / "run"
+    run.mkdir(exist_ok=True)
+    result = subprocess.run([sys.executable, "-c", _TRAIN_RULE, str(run), settings, str(gpus), python], cwd=REPO,
+                            env=env, capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    return result, run, (tmp_path / "run.log").read_text()
+
+
+def test_train_rule_runs_torchrun_over_exactly_its_slots(tmp_path):
+    fake = _fake_python(tmp_path)
+    env = _env(tmp_path, 2)
+    result, _, log = _train_rule(tmp_path, env, "{}", 2, str(fake))
+    assert result.returncode == 0, log
     cvd, *argv = (tmp_path / "launch").read_text().split()
     assert cvd == "0,1"
     assert argv[:4] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    env["GPUS"] = "8"
-    result = subprocess.run(["bash", "workflow/scripts/train.sh", str(metrics), "{}"], cwd=REPO, env=env,
-                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    result, run, log = _train_rule(tmp_path, env, "{}", 8, str(fake))
     assert result.returncode == 1
-    assert f"job {metrics.parent} needs 8 GPUs but only 2 are visible" in result.stderr
+    assert f"job {run} needs 8 GPUs but only 2 are visible" in log
 
 
 @pytest.mark.slow
-def test_train_sh_two_processes_on_cpu(tmp_path):
+def test_train_rule_two_processes_on_cpu(tmp_path):
     """The torchrun branch for real: two gloo processes on CPU, on the two faked slots."""
-    env = _env(tmp_path, 2, GPUS="2", OMP_NUM_THREADS="1")
+    env = _env(tmp_path, 2)
     settings = {"dataset": "synthetic", "epochs": 1, "batch_size": 16, "max_train_batches": 2, "train_subset": 64,
                 "test_subset": 30, "method": "hot_abc_lqs", "device": "cpu"}  # fmt: skip
-    metrics = tmp_path / "run" / "metrics.json"
-    result = subprocess.run(["bash", "workflow/scripts/train.sh", str(metrics), json.dumps(settings)], cwd=REPO,
-                            env=env, capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "CUDA_VISIBLE_DEVICES=0,1" in result.stderr
-    assert json.loads(metrics.read_text())["world_size"] == 2
+    result, run, log = _train_rule(tmp_path, env, json.dumps(settings), 2)
+    assert result.returncode == 0, log[-3000:]
+    assert "CUDA_VISIBLE_DEVICES=0,1" in log
+    assert json.loads((run / "metrics.json").read_text())["world_size"] == 2

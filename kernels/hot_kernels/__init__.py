@@ -7,6 +7,8 @@ tokens (both g_y paths in one fused kernel too), INT4/INT8 CUTLASS GEMMs (sm_80,
 nothing from ``hot``.
 """
 
+import torch  # noqa: F401  (loads the torch libraries _C links against: libc10, libtorch)
+
 from . import _C
 
 __all__ = ["_C"]

@@ -281,6 +281,18 @@ def _config(preset: str = "full") -> dict:
     return config_schema.validate(config)
 
 
+def test_unset_keys_get_the_schemas_defaults_and_a_bad_value_is_named() -> None:
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    del config["kernels"], config["checks"], config["experiments"]["table2"]["method"]
+    config_schema.validate(config)
+    assert config["kernels"] == {"build": "auto"} and config["checks"]["memory_rel_tol"] == 0.03
+    assert config["experiments"]["table2"]["method"] == "hot"
+    config["experiments"]["keep_ratio"]["methods"] = ["hla_filter", "hot"]
+    named = r"^\$.experiments.keep_ratio.methods\[1\]: 'hot' is not one of"
+    with pytest.raises(config_schema.ConfigError, match=named):
+        config_schema.validate(config)
+
+
 def test_embedded_plan() -> None:
     p = plan(_config("embedded"))
     stages = {r.stage for r in p.runs.values()}

@@ -61,9 +61,6 @@ class Plan:
         self.runs[run.key] = run
         return run.key
 
-    def stage_runs(self, stage: str) -> list[str]:
-        return sorted(r.name for r in self.runs.values() if r.stage == stage)
-
     @property
     def datasets(self) -> dict[str, str]:
         """dataset -> the data_dir its runs read it from (one per dataset: the workflow fetches each once)."""

@@ -33,7 +33,7 @@ def test_hadolint_clean():
 
 def test_dockerfile_runs_the_install_script_and_builds_the_kernels():
     text = DOCKERFILE.read_text()
-    assert re.search(r"^ARG CUDA_BASE=nvidia/cuda:11\.8\.0-cudnn8-devel-ubuntu22\.04", text, re.M)
+    assert re.search(r"^ARG CUDA_BASE=nvidia/cuda:11\.8\.0-cudnn8-devel-ubuntu22\.04@", text, re.M)
     assert 'TORCH_CUDA_ARCH_LIST="8.0;8.6;8.9;9.0"' in text and "ARG MAX_JOBS" in text
     assert "envs/install.sh" in text and "--steps project,kernels" in text
     assert re.search(r"^USER \$\{HOT_UID\}", text, re.M), "the image must not run as root"
@@ -45,6 +45,67 @@ def test_dockerfile_runs_the_install_script_and_builds_the_kernels():
     entry = ROOT / "docker" / "entrypoint.sh"
     assert 'exec "$@"' in entry.read_text()
     subprocess.run(["bash", "-n", str(entry)], check=True)
+
+
+DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+
+
+def test_base_image_is_pinned_by_digest():
+    """The one pin (the CUDA_BASE default): tag@sha256 with a well-formed digest; the build stage uses it; every
+    other nvidia/cuda reference in the container docs is a tag@sha256:<digest> placeholder or the same pin."""
+    text = DOCKERFILE.read_text()
+    pins = re.findall(r"^ARG CUDA_BASE=(\S+)$", text, re.M)
+    assert len(pins) == 1 and DIGEST.search(pins[0]), pins
+    assert re.search(r"^FROM \$\{CUDA_BASE\} AS system$", text, re.M)
+    assert not re.search(r"^FROM (?!\$\{)", text, re.M), "every FROM goes through the pinned ARGs"
+    for doc in (DOCKERFILE, ROOT / "docs" / "containers.md", ROOT / "README.md"):
+        for ref in re.findall(r"nvidia/cuda:[\w.-]+(?:@sha256:[\w<>]+)?", doc.read_text()):
+            if "build-arg" in ref or ref == pins[0]:
+                continue
+            assert "@sha256:" in ref or "imagetools inspect" in doc.read_text(), f"{doc.name}: unpinned {ref}"
+            if "@sha256:" in ref and "<" not in ref:
+                assert DIGEST.search(ref), f"{doc.name}: malformed digest in {ref}"
+    assert "digest" in (ROOT / ".hadolint.yaml").read_text()
+
+
+def test_image_works_for_any_uid():
+    """--user: no cache variable points into /home/hot (Apptainer's `exec`, which skips the entrypoint, then
+    derives them from its own HOME); the volumes are writable by all; files readable by all (checked in the build);
+    the venv's directories writable (the kernels rule reinstalls the extension); .snakemake is a link into the
+    results volume; the entrypoint sets USER/LOGNAME and moves an unwritable HOME."""
+    text = DOCKERFILE.read_text()
+    env = re.search(r"^ENV (.*?)(?=^\S)", text, re.M | re.S).group(1)
+    assert "HOME=/home/hot" in env
+    for var in ("XDG_CACHE_HOME", "TORCH_HOME", "TORCH_EXTENSIONS_DIR", "MPLCONFIGDIR", "HF_HOME"):
+        assert var not in text.split("FROM ${SYSTEM}")[1].replace("# No cache", ""), var
+    assert "install -d -m 1777 /opt/hot/results /opt/hot/paper_tables" in text
+    assert "ln -sfn results/.snakemake /opt/hot/.snakemake" in text
+    assert "! -perm -o+r" in text and "find /opt/venv /opt/hot/kernels -type d -exec chmod a+rwx" in text
+    entry = (ROOT / "docker" / "entrypoint.sh").read_text()
+    assert "export LOGNAME" in entry and "export USER" in entry
+    assert 'cd "$workdir"' in entry and "${HOT_WORKDIR:-/opt/hot}" in entry
+
+
+def test_apptainer_docs_bind_where_the_entrypoint_runs():
+    """`apptainer run` starts in the host's directory; the entrypoint always changes to HOT_WORKDIR (/opt/hot), so
+    the documented binds (under /opt/hot) are the directories the workflow writes. --cleanenv drops
+    CUDA_VISIBLE_DEVICES: the docs pass it as APPTAINERENV_CUDA_VISIBLE_DEVICES."""
+    doc = (ROOT / "docs" / "containers.md").read_text()
+    apptainer = doc.split("## Apptainer")[1].split("\n## ")[0]
+    binds = re.findall(r"--bind \"([^\"]+)\"", apptainer)
+    assert binds
+    for bind in binds:
+        for pair in bind.split(","):
+            assert pair.split(":")[1].startswith("/opt/hot/"), pair
+    assert "APPTAINERENV_CUDA_VISIBLE_DEVICES" in apptainer and "--cleanenv" in apptainer
+    assert "HOT_WORKDIR" in apptainer
+
+
+def test_ci_lints_the_dockerfile_and_builds_its_layers():
+    tasks = (ROOT / "tasks.sh").read_text()
+    assert re.search(r'^  lint\).*hadolint"? --config \.hadolint\.yaml docker/Dockerfile', tasks, re.M)
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "buildah" in ci and "debootstrap" in ci
 
 
 @pytest.mark.parametrize("variant", ["cu118", "cu128"])

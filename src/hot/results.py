@@ -54,12 +54,14 @@ def write_json_atomic(path: Path | str, data: object, *, sort_keys: bool = False
 
 
 def write_csv_atomic(path: Path | str, rows: Iterable[Mapping[str, Any]]) -> None:
-    """Rows of equal keys as CSV (the first row's keys are the header); nothing is written for no rows."""
+    """Rows as CSV, the header every key in order of first appearance (a row without one leaves it empty); nothing
+    is written for no rows."""
     rows = list(rows)
     if not rows:
         return
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    fields = list(dict.fromkeys(key for row in rows for key in row))
+    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     write_text_atomic(path, buffer.getvalue())

@@ -102,7 +102,7 @@ def test_compute_figure_fp_bars_are_the_definition(row):
 
 def test_unknown_model_is_a_clear_error(tmp_path, capsys):
     assert main(["gbops", "--model", "no_such_net", "--out", str(tmp_path / "g.json")]) == 2
-    assert "unknown timm model 'no_such_net'" in capsys.readouterr().err
+    assert "model 'no_such_net' is not a timm model" in capsys.readouterr().err
 
 
 def test_cli_states_what_it_counts_and_compares_with_table2(tmp_path, capsys):

@@ -3,9 +3,9 @@ import json
 import pytest
 
 from hot.analysis import memory
-from hot.analysis.common import create_model
 from hot.cli import main
 from hot.paper import paper_values
+from hot.train.models import create_model
 
 VIT = "vit_base_patch16_224"
 
@@ -70,11 +70,11 @@ def test_measured_meta_counts_what_cpu_counts(resnet_measured):
 
 
 def test_unknown_model_is_a_clear_error(tmp_path, capsys):
-    with pytest.raises(ValueError, match="unknown timm model 'no_such_net'"):
-        create_model("no_such_net")
+    with pytest.raises(ValueError, match="model 'no_such_net' is not a timm model"):
+        create_model("no_such_net", 10)
     out = tmp_path / "m.json"
     assert main(["memory", "--model", "no_such_net", "--out", str(out)]) == 2
-    assert "unknown timm model" in capsys.readouterr().err
+    assert "is not a timm model" in capsys.readouterr().err
     assert not out.exists()
 
 

@@ -24,7 +24,7 @@ from torch import nn
 from ..hla import HLA_BLOCK
 from ..modules import conv_supported
 from ..paper import paper_values
-from .common import create_model, default_image_size
+from ..train.models import create_model, default_image_size
 
 FP32 = 32 * 32
 INT4 = 4 * 4
@@ -78,7 +78,7 @@ def trace_shapes(model: nn.Module, image_size: int) -> list[LayerShape]:
 def model_shapes(
     model_name: str, image_size: int | None = None, num_classes: int = 100
 ) -> tuple[list[LayerShape], int]:
-    model = create_model(model_name, num_classes, device="meta").eval()
+    model = create_model(model_name, num_classes, 3, device="meta").eval()
     size = image_size or default_image_size(model)
     try:
         return trace_shapes(model, size), size

@@ -23,7 +23,7 @@ from ..config import HOTConfig, preset
 from ..convert import convert, hot_layers
 from ..hla import HLA_BLOCK
 from ..paper import paper_values
-from .common import create_model, default_image_size
+from ..train.models import create_model, default_image_size
 
 GIB = 2**30
 FP32_BYTES = 4
@@ -86,7 +86,7 @@ def paper_accounting(
     model_name: str, batch_size: int, num_classes: int, methods: list[str], image_size: int | None = None
 ) -> list[dict[str, Any]]:
     """The authors' accounting for each method, one row each (shapes traced on the meta device: no allocation)."""
-    model = create_model(model_name, num_classes, device="meta").eval()
+    model = create_model(model_name, num_classes, 3, device="meta").eval()
     size = image_size or default_image_size(model)
     with _image_size_checked(model_name, image_size):
         outputs = layer_output_elements(model, torch.empty(batch_size, 3, size, size, device="meta"))
@@ -195,7 +195,7 @@ def measured_accounting(
     rows = []
     for method in methods:
         config = preset(method)
-        model = create_model(model_name, num_classes, device=device).train()
+        model = create_model(model_name, num_classes, 3, device=device).train()
         if method != "fp":  # FP is plain PyTorch, the baseline HOT is compared with
             convert(model, config)
         size = image_size or default_image_size(model)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
-from ..analysis.common import positive_int, split_list, write_results
+from ..hla import HLA_BLOCK
+from ..results import write_csv_atomic, write_json_atomic
+from ._arguments import positive_int, split_list
 
-HLA_BLOCK = 16  # hot.hla.HLA_BLOCK, repeated so that building the parser imports no torch
 COUNTED = {
     "backward": "the backward pass (g_x and g_w GEMMs, plus HOT's FP32 transform and (de)quantisation work)",
     "step": "one training step (the FP32 forward GEMMs plus the backward pass)",
@@ -33,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--count", choices=sorted(COUNTED), default="backward", help="the backward pass, or forward + backward"
     )
-    parser.add_argument("--out", required=True, help="results JSON (a CSV is written beside it)")
+    parser.add_argument("--out", type=Path, required=True, help="results JSON (a CSV is written beside it)")
 
 
 def _ranks(text: str) -> list[int]:
@@ -111,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
         "table5_appendix_d": gbops.appendix_d(),
         "environment": environment(),
     }
-    write_results(args.out, payload, rows)
+    write_csv_atomic(args.out.with_suffix(".csv"), rows)
+    write_json_atomic(args.out, payload)
     print(
         f"hot gbops: {args.model}, {args.method.upper()}, counting {counted['what']}, "
         f"for {counted['per']}; {counted['unit']}"

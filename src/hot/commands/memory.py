@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
-from ..analysis.common import positive_int, split_list, write_results
+from ..results import write_csv_atomic, write_json_atomic
+from ._arguments import positive_int, split_list
 
 ACCOUNTINGS = {
     "paper": "the authors' accounting: fp32 weights, gradients and AdamW's 2 moments of the trainable parameters, "
@@ -39,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="none",
         help="run the measured forward under torch.autocast in this dtype (cpu or cuda)",
     )
-    parser.add_argument("--out", required=True, help="results JSON (a CSV is written beside it)")
+    parser.add_argument("--out", type=Path, required=True, help="results JSON (a CSV is written beside it)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
         "paper": memory.paper_reference(args.model, args.batch_size),
         "environment": environment(),
     }
-    write_results(args.out, payload, rows)
+    write_csv_atomic(args.out.with_suffix(".csv"), rows)
+    write_json_atomic(args.out, payload)
     print(f"hot memory: {args.model}, one training step of {args.batch_size} image(s); GB = 2^30 bytes")
     for name in accountings:
         print(f"  {name}: {ACCOUNTINGS[name]}")

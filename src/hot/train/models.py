@@ -12,6 +12,7 @@ from typing import Any
 from unittest import mock
 
 import timm
+import torch
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models.resnet import BasicBlock, ResNet
 from timm.models.vision_transformer import VisionTransformer
@@ -83,12 +84,18 @@ def resnet18_cifar(pretrained: bool = False, **kwargs: Any) -> ResNet:
     return _cifar_stem(model, args["in_chans"])
 
 
-def create_model(name: str, num_classes: int, in_chans: int, pretrained: bool = False) -> nn.Module:
-    """A timm model by name; ``pretrained`` loads hub weights from the local cache only, never the network."""
+def create_model(
+    name: str, num_classes: int, in_chans: int = 3, pretrained: bool = False, device: str | torch.device | None = None
+) -> nn.Module:
+    """A timm model by name, built on ``device`` (``meta``: shapes only); ``pretrained`` loads hub weights from the
+    local cache only, never the network."""
     if name not in timm.list_models() and name.split(".")[0] not in timm.list_models():
-        raise ValueError(f"model {name!r} is not a timm model (nor one of this project's small variants)")
+        close = timm.list_models(f"*{name.split('_')[0]}*")[:8]
+        hint = f"; similar names: {', '.join(close)}" if close else ""
+        raise ValueError(f"model {name!r} is not a timm model (nor one of this project's small variants){hint}")
     if not pretrained:
-        return timm.create_model(name, num_classes=num_classes, in_chans=in_chans)
+        with torch.device(device) if device is not None else contextlib.nullcontext():
+            return timm.create_model(name, num_classes=num_classes, in_chans=in_chans)
     with _hub_offline():
         try:
             return timm.create_model(name, pretrained=True, num_classes=num_classes, in_chans=in_chans)
@@ -121,5 +128,6 @@ def classifier_name(model: nn.Module) -> str | None:
 
 
 def default_image_size(model: nn.Module) -> int:
+    """The square input side the model was defined for (timm's pretrained_cfg), 224 if unknown."""
     cfg = getattr(model, "pretrained_cfg", None) or {}
     return int(cfg.get("input_size", (3, 224, 224))[-1])

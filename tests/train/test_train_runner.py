@@ -14,6 +14,9 @@ from hot.convert import hot_layers
 from hot.train import NonFiniteError, TrainConfig, train
 from hot.train import data as data_module
 from hot.train import loop as loop_module
+from hot.train import progress as progress_module
+from hot.train import stopping as stopping_module
+from hot.train.models import build_model
 
 TIMES = ("time_s",)
 # `hot train` with every step slowed down, so that a test's SIGTERM surely lands mid-epoch.
@@ -90,7 +93,7 @@ def test_lora_trains_adapters_and_head_only(tmp_path, tiny):
     tiny.update(method="lora_hot_frozen", epochs=1, lora={"rank": 2})
     config = TrainConfig.from_dict(tiny)
     torch.manual_seed(config.seed)
-    before = loop_module.build_model(config, 10, 1)
+    before = build_model(config, 10, 1)
     trainable = {n for n, p in before.named_parameters() if p.requires_grad}
     assert trainable and all(".lora_" in n or ".modules_to_save." in n for n in trainable)
     hot_names = [name for name, _ in hot_layers(before)]
@@ -111,7 +114,7 @@ def test_fine_tuning_starts_from_a_pretraining_run(tmp_path, tiny):
     train(TrainConfig.from_dict({**tiny, "classes": [0, 1, 2, 3, 4]}), tmp_path / "pre")
     pre = torch.load(tmp_path / "pre" / "model.pt", weights_only=True)["state_dict"]
     config = TrainConfig.from_dict({**tiny, "classes": [5, 6, 7], "init": str(tmp_path / "pre" / "model.pt")})
-    model = loop_module.build_model(config, 3, 1)
+    model = build_model(config, 3, 1)
     state = model.state_dict()
     assert torch.equal(state["blocks.1.mlp.fc1.weight"], pre["blocks.1.mlp.fc1.weight"])
     assert state["head.weight"].shape == (3, 64)  # a new head for the new class count
@@ -120,14 +123,14 @@ def test_fine_tuning_starts_from_a_pretraining_run(tmp_path, tiny):
 
 def test_init_path_must_exist(tiny):
     with pytest.raises(FileNotFoundError, match=r"init: .*missing\.pt"):
-        loop_module.build_model(TrainConfig.from_dict({**tiny, "init": "missing.pt"}), 10, 1)
+        build_model(TrainConfig.from_dict({**tiny, "init": "missing.pt"}), 10, 1)
 
 
 def test_timm_weights_offline_say_how_to_fetch(tiny):
     # The local cache has no resnet18 weights and the hub is never asked: the error says how to get them.
     config = TrainConfig.from_dict({**tiny, "model": "resnet18", "init": "timm"})
     with pytest.raises(RuntimeError, match="HF_HUB_CACHE"):
-        loop_module.build_model(config, 10, 1)
+        build_model(config, 10, 1)
 
 
 def _poisoned(monkeypatch, poison):
@@ -190,7 +193,7 @@ def test_sigterm_stops_after_a_step_and_the_resume_ends_as_an_uninterrupted_run(
     config_file = tmp_path / "tiny.yaml"
     config_file.write_text(yaml.safe_dump(six_batches))
     whole, stopped = tmp_path / "whole", tmp_path / "stopped"
-    env = {k: v for k, v in os.environ.items() if k != loop_module.PROGRESS_ENV}
+    env = {k: v for k, v in os.environ.items() if k != progress_module.PROGRESS_ENV}
     args = ["train", "--out", str(stopped), "--config", str(config_file)]
     proc = subprocess.Popen(
         [sys.executable, "-c", SLOW_HOT, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
@@ -236,7 +239,7 @@ def test_sigint_mid_epoch_with_in_process_augmentation_resumes_exactly(tmp_path,
     train(config, tmp_path / "whole")
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     monkeypatch.setattr(loop_module._Run, "_step", interrupted_at_step_8)
-    with pytest.raises(loop_module.Stopped) as stop:
+    with pytest.raises(stopping_module.Stopped) as stop:
         train(config, tmp_path / "stopped")
     assert stop.value.code == 130 and (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
     monkeypatch.setattr(loop_module._Run, "_step", step)
@@ -263,15 +266,15 @@ def test_stale_temporary_checkpoints_are_removed_at_start(tmp_path, tiny, capsys
 
 
 def test_progress_lines_every_tenth_of_an_epoch(capsys, monkeypatch):
-    monkeypatch.delenv(loop_module.PROGRESS_ENV, raising=False)
-    assert loop_module._progress_mode(main=True) == "lines"  # stderr is captured, not a terminal
-    progress = loop_module._Progress("lines", 0, 3, 25, 0)
+    monkeypatch.delenv(progress_module.PROGRESS_ENV, raising=False)
+    assert progress_module.progress_mode(main=True) == "lines"  # stderr is captured, not a terminal
+    progress = progress_module.Progress("lines", 0, 3, 25, 0)
     for done in range(1, 26):
         progress.update(done, 2.5)
     lines = capsys.readouterr().err.splitlines()
     assert [int(re.match(r"epoch 1/3: batch (\d+)/25 ", line)[1]) for line in lines] == [
         3, 5, 8, 10, 13, 15, 18, 20, 23, 25
     ]  # fmt: skip
-    monkeypatch.setenv(loop_module.PROGRESS_ENV, "bars")
+    monkeypatch.setenv(progress_module.PROGRESS_ENV, "bars")
     with pytest.raises(ValueError, match="HOT_PROGRESS='bars'"):
-        loop_module._progress_mode(main=True)
+        progress_module.progress_mode(main=True)

@@ -22,7 +22,6 @@ import random
 import resource
 import signal
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,63 +36,21 @@ from torch.utils.data import DataLoader, DistributedSampler, Subset
 from tqdm import tqdm
 
 from .. import lqs
-from ..convert import convert, hot_layers, set_config
-from ..lora import apply_lora
+from ..convert import hot_layers, set_config
 from ..results import environment, remove_stale_temporaries, write_atomic, write_json_atomic
 from .config import RESUME_FREE_KEYS, TrainConfig
 from .data import build_datasets, dataset_info
-from .models import classifier_name, create_model, default_image_size
+from .distributed import Distributed
+from .models import build_model, default_image_size
+from .progress import Progress, progress_mode
+from .stopping import STOP_SIGNALS, Stopped, StopRequest
 
 CHECKPOINT, METRICS, MODEL, LQS = "checkpoint.pt", "metrics.json", "model.pt", "lqs.json"
 WARMUP_BITS = 8
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-# Per-step progress: "bar" (tqdm), "lines" (one every ~10% of an epoch, for logs) or "none"; unset: a bar where
-# stderr is a terminal, lines elsewhere.
-PROGRESS_ENV, PROGRESS_MODES = "HOT_PROGRESS", ("bar", "lines", "none")
 
 
 class NonFiniteError(FloatingPointError):
     """A loss or gradient became NaN or Inf."""
-
-
-class Stopped(SystemExit):
-    """Training stopped on SIGTERM or SIGINT once its checkpoint was written; exits with 128 + the signal number."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(128 + signum)
-        self.signum = signum
-
-
-@dataclass(frozen=True)
-class Distributed:
-    """This process's place in a torchrun job (rank 0 of 1 without one)."""
-
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    def barrier(self) -> None:
-        if self.world > 1:
-            dist.barrier()
-
-    def sum(self, values: list[float], device: torch.device) -> list[float]:
-        if self.world == 1:
-            return values
-        t = torch.tensor(values, dtype=torch.float64, device=device)
-        dist.all_reduce(t)
-        return t.tolist()
-
-    def gather(self, values: list[float], device: torch.device) -> list[list[float]]:
-        """Every process's ``values``, in rank order (each process fills its own slots of one sum)."""
-        n = len(values)
-        slots = [0.0] * (n * self.world)
-        slots[self.rank * n : (self.rank + 1) * n] = values
-        total = self.sum(slots, device)
-        return [total[r * n : (r + 1) * n] for r in range(self.world)]
 
 
 def train(config: TrainConfig, out: str | os.PathLike, resume: bool | None = None) -> dict[str, Any]:
@@ -136,72 +93,6 @@ def _determinism(on: bool) -> Iterator[None]:
         torch.backends.cudnn.benchmark = before[2]
 
 
-def build_model(config: TrainConfig, num_classes: int, in_chans: int) -> nn.Module:
-    """The timm model with its initial weights, then HOT (or a baseline) and LoRA as the method says."""
-    model = create_model(config.model, num_classes, in_chans, pretrained=config.init == "timm")
-    if config.init not in (None, "timm"):
-        load_init(model, Path(config.init))
-    hot_config, lora = config.hot_config(), config.lora_settings()
-    if lora is not None:
-        from peft import LoraConfig
-
-        head = classifier_name(model)
-        targets = lora["target_modules"] or _lora_targets(model, head)
-        lora_config = LoraConfig(
-            r=lora["rank"],
-            lora_alpha=lora["alpha"],
-            lora_dropout=lora["dropout"],
-            target_modules=targets,
-            modules_to_save=[head] if head else None,
-        )
-        return apply_lora(
-            model,
-            lora_config,
-            hot_config,
-            on_frozen=lora["on_frozen"] and hot_config is not None,
-            on_decomposed=lora["on_decomposed"] and hot_config is not None,
-        )
-    if hot_config is not None:
-        convert(model, hot_config, exclude=config.exclude)
-    return model
-
-
-def _lora_targets(model: nn.Module, head: str | None) -> list[str]:
-    # Every Linear and non-grouped Conv2d but the classifier (which trains fully, as modules_to_save).
-    names = [
-        name
-        for name, mod in model.named_modules()
-        if (type(mod) is nn.Linear or (type(mod) is nn.Conv2d and mod.groups == 1))
-        and not (head and (name == head or name.startswith(head + ".")))
-    ]
-    if not names:
-        raise ValueError(
-            "lora: the model has no Linear or Conv2d layer besides the classifier; set lora.target_modules"
-        )
-    return names
-
-
-def load_init(model: nn.Module, path: Path) -> None:
-    """Weights from another run's model.pt; a classifier of another class count is left freshly initialised."""
-    if not path.is_file():
-        raise FileNotFoundError(f"init: {path} is not a file (expected another run's {MODEL})")
-    saved = torch.load(path, map_location="cpu", weights_only=True)
-    state, own, head = dict(saved["state_dict"]), model.state_dict(), classifier_name(model)
-
-    def in_head(key: str) -> bool:
-        return head is not None and key.startswith(head + ".")
-
-    for key in [k for k in state if in_head(k) and k in own and state[k].shape != own[k].shape]:
-        del state[key]
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    missing = [k for k in missing if not in_head(k)]
-    if missing or unexpected:
-        raise ValueError(
-            f"init: {path} does not fit model {saved.get('model')!r} -> this model: missing {missing[:5]}, "
-            f"unexpected {unexpected[:5]} (model.pt of a LoRA run holds peft names and cannot be an init)"
-        )
-
-
 def _plain_state(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v for k, v in model.state_dict().items() if not k.endswith("_extra_state")}
 
@@ -238,41 +129,6 @@ def _epoch_seed(seed: int, epoch: int) -> int:
     return int(np.random.SeedSequence([seed, epoch]).generate_state(1)[0])
 
 
-def _progress_mode(main: bool) -> str:
-    asked = os.environ.get(PROGRESS_ENV, "")
-    if asked and asked not in PROGRESS_MODES:
-        raise ValueError(f"{PROGRESS_ENV}={asked!r}: expected one of {list(PROGRESS_MODES)} (or unset)")
-    if not main:
-        return "none"
-    return asked or ("bar" if sys.stderr.isatty() else "lines")
-
-
-class _Progress:
-    """One epoch's per-step progress on stderr: a tqdm bar with the running loss, or a line every ~10% of it."""
-
-    def __init__(self, mode: str, epoch: int, epochs: int, total: int, done: int) -> None:
-        self.name, self.total, self.first, self.t0 = f"epoch {epoch + 1}/{epochs}", total, done, time.perf_counter()
-        self.lines = mode == "lines"
-        self.bar = tqdm(desc=self.name, total=total, initial=done, leave=False) if mode == "bar" else None
-
-    def update(self, done: int, loss: float) -> None:
-        """``done`` batches of the epoch are done; ``loss`` is their mean loss."""
-        if self.bar is not None:
-            self.bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
-            self.bar.update(done - self.bar.n)
-        elif self.lines and done * 10 // self.total > (done - 1) * 10 // self.total:
-            per_batch = (time.perf_counter() - self.t0) / (done - self.first)
-            print(
-                f"{self.name}: batch {done}/{self.total} ({100 * done // self.total}%), loss {loss:.4f}, "
-                f"{per_batch:.3g} s/batch",
-                file=sys.stderr,
-            )
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 @dataclass(frozen=True)
 class _EpochSoFar:
     """How far an epoch got: batches done, this process's loss sum and sample count over them, time spent."""
@@ -281,41 +137,6 @@ class _EpochSoFar:
     loss_sum: float = 0.0
     count: int = 0
     time_s: float = 0.0
-
-
-class _StopRequest:
-    """SIGTERM or SIGINT while training: noted here, acted on after the step in progress (_Run._stop_if_asked).
-
-    A second signal gives up waiting (for a step that hangs): the previous handlers come back and get it, so SIGINT
-    raises KeyboardInterrupt and SIGTERM ends the process, both without a checkpoint.
-    """
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.previous: dict[int, Any] = {}
-
-    @contextlib.contextmanager
-    def caught(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield  # only the main thread may set handlers: a run in another thread leaves the process's alone
-            return
-        self.previous = {s: signal.signal(s, self._note) for s in STOP_SIGNALS}
-        try:
-            yield
-        finally:
-            self._restore()
-
-    def _note(self, signum: int, frame: Any) -> None:
-        if self.signum is None:
-            self.signum = signum
-            return
-        self._restore()
-        signal.raise_signal(signum)
-
-    def _restore(self) -> None:
-        for s, handler in self.previous.items():
-            signal.signal(s, signal.SIG_DFL if handler is None else handler)  # None: a handler set outside Python
-        self.previous = {}
 
 
 class _Run:
@@ -357,8 +178,8 @@ class _Run:
         self.criterion = self._criterion()
         per_epoch = len(self._train_loader(0))  # the same every epoch
         self.batches = min(per_epoch, config.max_train_batches or per_epoch)
-        self.progress = _progress_mode(place.main)
-        self.stop = _StopRequest()
+        self.progress = progress_mode(place.main)
+        self.stop = StopRequest()
         self.history: list[dict[str, Any]] = []
         self.start_epoch, self.wall_before, self.peak_before = 0, 0.0, 0
         self.resumed = _EpochSoFar()  # of epoch start_epoch
@@ -584,7 +405,7 @@ class _Run:
                     pass
         self.model.train()
         loss_sum, count = so_far.loss_sum, so_far.count
-        progress = _Progress(self.progress, epoch, c.epochs, self.batches, so_far.batches)
+        progress = Progress(self.progress, epoch, c.epochs, self.batches, so_far.batches)
         with contextlib.closing(progress):
             # zip asks the range first: no batch past the epoch's last is loaded (it would draw augmentation RNG)
             for step, (x, y) in zip(range(so_far.batches, self.batches), batches, strict=False):

@@ -1,4 +1,6 @@
-"""Small models for the embedded (CPU) experiments, registered with timm so configs name them like any timm model.
+"""The models of ``hot train``: timm models by name, with their initial weights, HOT and LoRA as the method says
+(:func:`build_model`), and small models for the embedded (CPU) experiments, registered with timm so configs name
+them like any timm model:
 
 ``vit_tiny_fmnist``: a 3-block ViT, patch 4, width 64, on 28x28 grey images (50 tokens).
 ``resnet_tiny_fmnist``: a narrow one-block-per-stage ResNet with a CIFAR-style stem, for 28x28 grey images.
@@ -8,7 +10,8 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from unittest import mock
 
 import timm
@@ -18,7 +21,12 @@ from timm.models.resnet import BasicBlock, ResNet
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
+from ..convert import convert
+from ..lora import apply_lora
 from .data import CIFAR10_MEAN, CIFAR10_STD, FASHION_MNIST_MEAN, FASHION_MNIST_STD
+
+if TYPE_CHECKING:
+    from .config import TrainConfig
 
 
 def _cfg(input_size: tuple[int, int, int], mean: tuple, std: tuple, classifier: str, **kwargs: Any) -> dict:
@@ -131,3 +139,69 @@ def default_image_size(model: nn.Module) -> int:
     """The square input side the model was defined for (timm's pretrained_cfg), 224 if unknown."""
     cfg = getattr(model, "pretrained_cfg", None) or {}
     return int(cfg.get("input_size", (3, 224, 224))[-1])
+
+
+def build_model(config: TrainConfig, num_classes: int, in_chans: int) -> nn.Module:
+    """The timm model with its initial weights, then HOT (or a baseline) and LoRA as the method says."""
+    model = create_model(config.model, num_classes, in_chans, pretrained=config.init == "timm")
+    if config.init not in (None, "timm"):
+        load_init(model, Path(config.init))
+    hot_config, lora = config.hot_config(), config.lora_settings()
+    if lora is not None:
+        from peft import LoraConfig
+
+        head = classifier_name(model)
+        targets = lora["target_modules"] or _lora_targets(model, head)
+        lora_config = LoraConfig(
+            r=lora["rank"],
+            lora_alpha=lora["alpha"],
+            lora_dropout=lora["dropout"],
+            target_modules=targets,
+            modules_to_save=[head] if head else None,
+        )
+        return apply_lora(
+            model,
+            lora_config,
+            hot_config,
+            on_frozen=lora["on_frozen"] and hot_config is not None,
+            on_decomposed=lora["on_decomposed"] and hot_config is not None,
+        )
+    if hot_config is not None:
+        convert(model, hot_config, exclude=config.exclude)
+    return model
+
+
+def _lora_targets(model: nn.Module, head: str | None) -> list[str]:
+    # Every Linear and non-grouped Conv2d but the classifier (which trains fully, as modules_to_save).
+    names = [
+        name
+        for name, mod in model.named_modules()
+        if (type(mod) is nn.Linear or (type(mod) is nn.Conv2d and mod.groups == 1))
+        and not (head and (name == head or name.startswith(head + ".")))
+    ]
+    if not names:
+        raise ValueError(
+            "lora: the model has no Linear or Conv2d layer besides the classifier; set lora.target_modules"
+        )
+    return names
+
+
+def load_init(model: nn.Module, path: Path) -> None:
+    """Weights from another run's model.pt; a classifier of another class count is left freshly initialised."""
+    if not path.is_file():
+        raise FileNotFoundError(f"init: {path} is not a file (expected another run's model.pt)")
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    state, own, head = dict(saved["state_dict"]), model.state_dict(), classifier_name(model)
+
+    def in_head(key: str) -> bool:
+        return head is not None and key.startswith(head + ".")
+
+    for key in [k for k in state if in_head(k) and k in own and state[k].shape != own[k].shape]:
+        del state[key]
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not in_head(k)]
+    if missing or unexpected:
+        raise ValueError(
+            f"init: {path} does not fit model {saved.get('model')!r} -> this model: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]} (model.pt of a LoRA run holds peft names and cannot be an init)"
+        )

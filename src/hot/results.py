@@ -67,6 +67,12 @@ def write_csv_atomic(path: Path | str, rows: Iterable[Mapping[str, Any]]) -> Non
     write_text_atomic(path, buffer.getvalue())
 
 
+def write_status(path: Path | str, status: str, env: Mapping[str, Any]) -> None:
+    """A results file that holds only why nothing was measured (``not measured: no GPU``), and says so."""
+    write_json_atomic(path, {"status": status, "environment": dict(env)})
+    print(f"{status}; wrote {path}")
+
+
 def remove_stale_temporaries(directory: Path) -> None:
     """Delete temporary files of :func:`write_atomic` whose writer no longer runs (killed while writing)."""
     for path in directory.iterdir():

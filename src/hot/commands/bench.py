@@ -44,7 +44,7 @@ from ..bench.timing import copy_bandwidth
 from ..config import GEMMS, HOTConfig
 from ..hla import TokenGrid
 from ..methods import HOTMethod, create_method
-from ..results import environment, write_json_atomic
+from ..results import environment, write_json_atomic, write_status
 
 SECTIONS = ("layers", "kernels", "step", "equivalence", "stages", "sm90_gemm")
 DEFAULT_SECTIONS = SECTIONS[:4]  # stages and sm90_gemm: the kernels' own breakdown, asked for by name
@@ -261,8 +261,7 @@ def _run_sections(args: argparse.Namespace, payload: dict[str, Any], save: Calla
 def run(args: argparse.Namespace) -> int:
     env = environment()
     if not torch.cuda.is_available():
-        write_json_atomic(args.out, {"status": "not measured: no GPU", "environment": env})
-        print(f"not measured: no GPU; wrote {args.out}")
+        write_status(args.out, "not measured: no GPU", env)
         return 0
     torch.manual_seed(args.seed)
     payload: dict[str, Any] = {

@@ -29,12 +29,11 @@ def run(args: argparse.Namespace) -> int:
     from ..bench.latency import measure_layer
     from ..config import HOTConfig
     from ..paper import paper_values
-    from ..results import environment, write_csv_atomic, write_json_atomic
+    from ..results import environment, write_csv_atomic, write_json_atomic, write_status
 
     env = environment()
     if not torch.cuda.is_available():
-        write_json_atomic(args.out, {"status": "not measured: no GPU", "environment": env})
-        print(f"not measured: no GPU; wrote {args.out}")
+        write_status(args.out, "not measured: no GPU", env)
         return 0
     backend = create_backend(HOTConfig(backend="real", gemm=args.gemm))  # RuntimeError: how to build the kernels
     env["hot_kernels_gemm"] = backend.gemm_for(torch.device("cuda"))

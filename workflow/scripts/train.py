@@ -10,6 +10,7 @@ is resumed only when they are unchanged; changed settings start the run afresh) 
 
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,7 @@ def main(smk: Any) -> None:
     write_settings(out, smk.params.settings)
     os.environ["OMP_NUM_THREADS"] = str(smk.threads)
     argv = command(out, int(smk.resources.gpu))
-    print(" ".join(argv), flush=True)
+    print(shlex.join(argv), flush=True)
     os.execvp(argv[0], argv)
 
 

@@ -216,6 +216,9 @@ def test_schema_overrides_are_train_config_keys_with_its_choices() -> None:
 
 def test_config_values_reach_shell_commands_quoted(tmp_path: Path) -> None:
     """A model string with shell syntax and a results_dir with a space are single arguments of each command."""
+    from hot.config import PRESETS
+    from hot.tables.table1 import MEMORY_METHOD
+
     results = f"{tmp_path}/my results"
     models = {"gbops": f"x; touch {tmp_path}/pwned", "memory_figure": f"y$(touch {tmp_path}/pwned2)"}
     settings = tmp_path / "quoting.yaml"
@@ -243,6 +246,10 @@ def test_config_values_reach_shell_commands_quoted(tmp_path: Path) -> None:
         assert sum(a.count(results) for a in args) == command.count(results) > 0, command  # no path split
         if "gbops" in args or "memory" in args:
             assert args[args.index("--model") + 1] in models.values(), command
+        if "memory" in args:  # every buffer layout Table 1 reads: FP and the HOT presets but LQS (which saves none)
+            assert args[args.index("--methods") + 1].split(",") == sorted(
+                set(MEMORY_METHOD.values()), key=list(PRESETS).index
+            )
     assert programs == {"hot"}  # training and the kernels are script: files (workflow/scripts/), no shell
     assert any("gbops" in c for c in commands) and any("hot memory" in c for c in commands)
     assert any("hot tables table2" in c for c in commands)

@@ -5,7 +5,9 @@ import json
 import re
 from pathlib import Path
 
+from hot.config import PRESETS
 from hot.tables import TABLES, WITHOUT_FIGURE  # the one list of tables (name -> title)
+from hot.train.config import HOT_METHODS
 
 REAL_RUNS = any(run.real for run in PLAN.runs.values())  # runs on the hot-kernels extension (backend: real)
 

@@ -1,8 +1,8 @@
 """The SLURM profile against a real (single-node) SLURM cluster started on this machine.
 
 tests/infra/slurm_cluster.sh starts munged, slurmctld and slurmd (cgroup-free, no accounting database, one fake
-GPU). A slice of the embedded preset with every kind of job the cluster sees (kernel build, GPU-only kernel tests
-and latency (`--gpus=1`), analysis, tables) runs once locally and once through `--workflow-profile profiles/slurm
+GPU). A slice of the embedded preset with every kind of job the cluster sees (the kernel build and tests and latency on
+the GPU (`--gpus=1`), analysis, tables) runs once locally and once through `--workflow-profile profiles/slurm
 --executor slurm --slurm-status-command squeue`; the test asserts that every job got a SLURM job id and that the
 tables are identical. Training jobs are left out of the slice only for CI time (they are the same kind of shell job).
 """

@@ -163,6 +163,10 @@ def test_one_seed_is_inconclusive_and_a_missing_value_fails(tmp_path: Path) -> N
         assert "FP 90.00 (1 seed)" in check.detail
         missing = claim("c", run_result([tmp_path / "absent.json"]), fp3, 1.0, "HOT", "FP")
         assert missing.status == FAIL and missing.detail.startswith("no value: HOT not run vs FP 90.00")
+        no_data = tmp_path / "no_data.json"
+        no_data.write_text(json.dumps({"status": "not run: imagenet1k not found at data/imagenet1k (how to get it)"}))
+        skipped = claim("c", run_result([no_data]), fp3, 1.0, "HOT", "FP")  # the data, not the method, was missing
+        assert skipped.status == SKIP and "imagenet1k not found" in skipped.detail, skipped.detail
     diverged = _result(tmp_path, "nan", None, None)  # training failed: below any accuracy
     assert accuracy_within("c", fp3, diverged, 1.0, "HOT", "LBP-WHT").status == PASS
     assert accuracy_below("c", diverged, fp3, 20.0, "LoRA", "FP").status == PASS

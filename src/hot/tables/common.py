@@ -223,13 +223,19 @@ def scale_lines(results: Mapping[str, RunResult]) -> list[str]:
 # ---------------------------------------------------------------- checks
 
 
+def unavailable(value: object) -> bool:
+    """A reason this machine or this data could not give a number: ``not measured: no GPU``, ``not run: imagenet1k
+    not found at …``. Checks on it are skipped; a bare ``not run`` (a result that should exist but does not) is not
+    such a reason."""
+    return isinstance(value, str) and value.startswith(("not measured", "not run: "))
+
+
 def within_rel(name: str, paper: float | None, ours: Value, tol: float, unit: str = "") -> Check:
     """Deterministic numbers: |ours − paper| ≤ tol·|paper|."""
     if paper is None:
         return Check(name, SKIP, "no paper value")
     if not is_number(ours):
-        skipped = isinstance(ours, str) and ours.startswith("not measured")  # hardware this run lacked
-        return Check(name, SKIP if skipped else FAIL, f"no value: {ours}")
+        return Check(name, SKIP if unavailable(ours) else FAIL, f"no value: {ours}")
     err = abs(float(ours) - paper) / abs(paper)
     status = PASS if err <= tol else FAIL
     return Check(
@@ -273,7 +279,8 @@ def _accuracy_claim(
 ) -> Check:
     """The one rule for claims on two accuracies: the claim on d holds (fails) if it holds (fails) for every value in
     d ± u; otherwise, or with u unknown, the result is INCONCLUSIVE. A diverged run (NaN) lies below any accuracy;
-    a cell with no number (a reason) FAILs."""
+    a cell with no number FAILs, unless it says why the data or the hardware was not there (:func:`unavailable`):
+    then the check is skipped."""
     claim = f"margin {bound_pp:g} pp" if at_most else f"required gap {bound_pp:g} pp"
     sides = f"{_described(ours_name, ours)} vs {_described(ref_name, reference)}"
     numbers = (is_number(ours.top1), is_number(reference.top1))
@@ -281,7 +288,8 @@ def _accuracy_claim(
         holds = _diverged(ours) != at_most
         return Check(name, PASS if holds else FAIL, f"{sides}: a diverged run lies below any accuracy; {claim}")
     if not all(numbers):
-        return Check(name, FAIL, f"no value: {ours_name} {fmt(ours.top1)} vs {ref_name} {fmt(reference.top1)}")
+        status = SKIP if unavailable(ours.top1) or unavailable(reference.top1) else FAIL
+        return Check(name, status, f"no value: {ours_name} {fmt(ours.top1)} vs {ref_name} {fmt(reference.top1)}")
     d, u = accuracy_difference(ours, reference)
     detail = f"{sides}: {abs(d):.2f} pp {'below' if d >= 0 else 'above'}"
     if u is None:

@@ -53,6 +53,24 @@ def test_a_run_is_not_attempted_without_its_data_base_run_or_kernels(tmp_path: P
     assert train.skip_reason(ready, None, failed) == "not measured: failed: see the kernel_tests log"
 
 
+def test_backend_auto_is_real_where_the_kernels_passed_their_tests_else_fake_and_why(tmp_path: Path) -> None:
+    settings = json.dumps({"method": "hot", "hot": {"hla_rank": 4}}, sort_keys=True)
+    passed = _json(tmp_path / "passed.json", status="passed")
+    resolved = json.loads(train.resolve_backend(settings, "auto", passed))
+    assert resolved["hot"] == {"hla_rank": 4, "backend": "real"}
+    assert resolved["backend_reason"] == "auto: the hot-kernels extension passed its tests"
+    no_gpu = _json(tmp_path / "no_gpu.json", status="not run: no CUDA GPU")
+    resolved = json.loads(train.resolve_backend(settings, "auto", no_gpu))
+    assert resolved["hot"] == {"hla_rank": 4}  # fake: HOTConfig's default
+    assert resolved["backend_reason"] == "auto: fake, the hot-kernels extension is unusable (not run: no CUDA GPU)"
+    for backend in ("fake", "real"):  # explicit: as configured (real without kernels is skipped by skip_reason)
+        assert train.resolve_backend(settings, backend, no_gpu) == settings
+    # what the script writes is a config hot train accepts
+    from hot.train.config import TrainConfig
+
+    assert TrainConfig.from_dict(resolved).backend_reason == resolved["backend_reason"]
+
+
 def test_changed_settings_discard_the_checkpoint_unchanged_keep_it(tmp_path: Path) -> None:
     out = tmp_path / "run"
     train.write_settings(out, '{"epochs": 1}')

@@ -286,6 +286,40 @@ def test_table4_maps_rows_and_shows_nan(tmp_path: Path) -> None:
     assert "rows are not reproduced" in data["notes"][0]
 
 
+def _provenance(
+    path: Path, method: str, backend: str | None = None, reason: str | None = None, gpu: bool = False
+) -> str:
+    """A metrics file that says which backend and GPU computed it (as hot train writes them)."""
+    _metrics(path, 80.0)
+    metrics = json.loads(path.read_text())
+    metrics["config"].update(method=method, hot={"backend": backend} if backend else {})
+    if reason:
+        metrics["config"]["backend_reason"] = reason
+    metrics["device"] = "cuda:0" if gpu else "cpu"
+    metrics["environment"] = {"gpu": "NVIDIA H100 80GB HBM3"}  # seen, but used only where device is cuda
+    path.write_text(json.dumps(metrics))
+    return str(path)
+
+
+def test_every_table_says_which_backend_and_gpu_computed_its_cells(tmp_path: Path) -> None:
+    fallback = "auto: fake, the hot-kernels extension is unusable (not run: no CUDA GPU)"
+    runs = {
+        "fp@s0": _provenance(tmp_path / "fp.json", "fp"),
+        "hot@s0": _provenance(tmp_path / "hot.json", "hot", reason=fallback),
+        "hot_abc@s0": _provenance(tmp_path / "abc.json", "hot_abc", reason=fallback),
+    }
+    data = _build(tmp_path, "table1", runs)
+    line = f"cells: no quantisation on CPU (fp); fake backend ({fallback}) on CPU (hot, hot_abc)"
+    assert line in data["scale"]
+    assert line in (tmp_path / "tables" / "table1.md").read_text()
+    real = {f"r{r}@s0": _provenance(tmp_path / f"r{r}.json", "hot", "real", gpu=True) for r in (8, 4)}
+    data = _build(tmp_path, "table2", real)
+    assert data["scale"][-1] == "cells: real backend on NVIDIA H100 80GB HBM3"
+    assert "real backend on NVIDIA H100 80GB HBM3" in (tmp_path / "tables" / "table2.csv").read_text()
+    data = _build(tmp_path, "table4", {"fmnist/vit_tiny_fmnist/hot@s0": real["r8@s0"]})
+    assert data["scale"][-1] == "cells: real backend on NVIDIA H100 80GB HBM3"
+
+
 def test_table5_formulas() -> None:
     assert evaluate("4*L*I*O", {"L": 49, "I": 1792, "O": 448}) == 4 * 49 * 1792 * 448
     assert evaluate("2*L*O*log2(n)", {"L": 1, "O": 1, "n": 16}) == 8

@@ -329,7 +329,7 @@ def test_embedded_plan() -> None:
 def test_gpu_plan() -> None:
     p = plan(_config("gpu"))
     hot = [r for r in p.runs.values() if r.settings["method"] in HOT_METHODS]
-    assert hot and all(r.real for r in hot)
+    assert hot and all(r.backend == "real" and r.settings["hot"]["backend"] == "real" for r in hot)
     assert all(r.settings["device"] == "cuda" and "train_subset" not in r.settings for r in p.runs.values())
     assert {role.rpartition("@s")[2] for roles in p.tables.values() for role in roles} == {"0", "1", "2"}
     assert set(p.tables["hla_blocking"]) == {
@@ -345,13 +345,18 @@ def test_full_plan_is_the_paper_grid() -> None:
     p = plan(config)
     assert len(p.tables["table4"]) == 17 * 5
     assert len(p.tables["table2"]) == 5 and len(p.tables["keep_ratio_sweep"]) == 1 + 2 * 5
-    assert all(not r.real for r in p.runs.values())
+    # backend: auto, the default: HOT's runs wait for the kernel tests; their settings name no backend (the train
+    # rule resolves it at job time); the other methods are fake
+    auto = [r for r in p.runs.values() if r.uses_kernels]
+    assert auto and all(r.backend == "auto" and r.settings["method"] in HOT_METHODS for r in auto)
+    assert all("backend" not in r.settings.get("hot", {}) for r in p.runs.values())
+    assert {r.backend for r in p.runs.values() if r.settings["method"] not in HOT_METHODS} == {"fake"}
     config = copy.deepcopy(config)
     config["backend"] = "real"
     config["seeds"] = [1, 2]
     p = plan(config)
-    real = [r for r in p.runs.values() if r.real]
-    assert real and all(r.settings["method"] in HOT_METHODS for r in real)
+    real = [r for r in p.runs.values() if r.uses_kernels]
+    assert real and all(r.settings["method"] in HOT_METHODS and r.settings["hot"]["backend"] == "real" for r in real)
     assert len(p.tables["table1"]) == 8
 
 
@@ -381,8 +386,9 @@ def test_plan_fetches_each_dataset_once_from_one_data_dir() -> None:
     [
         ({}, (1, 1)),  # the kernel tests ask for a GPU: so does the build (on a cluster: a GPU node)
         ({"kernels": {"build": "never"}}, (0, 1)),  # nothing to build
-        ({"resources": {"kernel_tests": {"gpu": 0}}}, (0, 0)),
+        ({"resources": {"kernel_tests": {"gpu": 0}}, "backend": "fake"}, (0, 0)),
         ({"resources": {"kernel_tests": {"gpu": 0}}, "backend": "real"}, (1, 1)),  # real-quant runs need the kernels
+        ({"resources": {"kernel_tests": {"gpu": 0}}}, (1, 1)),  # and so do backend: auto's (the default)
     ],
 )
 def test_kernels_are_built_and_tested_on_a_gpu_where_needed(tmp_path: Path, extra: dict, gpus: tuple[int, int]) -> None:

@@ -55,7 +55,7 @@ def names(root: Path = ROOT) -> dict[str, tuple[Any, ...]]:
         "filter_methods": FILTER_METHODS,
         "datasets": DATASETS,
         "devices": DEVICES,
-        "backends": BACKENDS,
+        "backends": ("auto", *BACKENDS),  # auto: resolved per run by the train rule (hot train sees fake or real)
         "blockings": BLOCKINGS,
         "optimizers": OPTIMIZERS,
         "schedulers": SCHEDULERS,

@@ -26,15 +26,18 @@ class Run:
     name: str
     settings: Mapping[str, Any]
     init_run: str | None = None  # "stage/name" of the run whose model.pt this one starts from
+    # fake | real | auto: auto is resolved by the train rule (real where the kernels passed their tests, else fake);
+    # the settings name the backend only where it is real for certain
+    backend: str = "fake"
 
     @property
     def key(self) -> str:
         return f"{self.stage}/{self.name}"
 
     @property
-    def real(self) -> bool:
-        """Runs on the hot-kernels extension (needs a GPU and the kernel tests)."""
-        return dict(self.settings.get("hot") or {}).get("backend") == "real"
+    def uses_kernels(self) -> bool:
+        """Runs, or may run, on the hot-kernels extension: it waits for the kernel tests."""
+        return self.backend in ("real", "auto")
 
     @property
     def dataset(self) -> str:
@@ -53,7 +56,7 @@ class Plan:
     def add(self, run: Run) -> str:
         """Register a run; one with the same settings as a registered run (of any table) is that run."""
         for other in self.runs.values():
-            if other.settings == run.settings and other.init_run == run.init_run:
+            if (other.settings, other.init_run, other.backend) == (run.settings, run.init_run, run.backend):
                 return other.key
         if run.key in self.runs:
             old = self.runs[run.key].settings
@@ -108,7 +111,7 @@ class _Builder:
         # A HOTConfig field at its default is left out, so runs that differ only in spelling it are one run
         # (Table 2's r = 8 is the blocking ablation's spatial run). The seed stays: it replaces the run's seed.
         hot = {k: v for k, v in (hot or {}).items() if k == "seed" or HOT_DEFAULTS.get(k, _UNSET) != v}
-        if cfg["backend"] == "real" and method in HOT_METHODS:
+        if self.backend(method) == "real":
             hot["backend"] = "real"
         settings = {
             **{k: ds.get(k) for k in ("dataset", "data_dir", "classes", "train_subset", "test_subset")},
@@ -124,6 +127,10 @@ class _Builder:
             **(exp.get("overrides") or {}),
         }
         return _clean(settings)
+
+    def backend(self, method: str) -> str:
+        """The configured backend of a run of ``method``: only HOT's own methods have a real one."""
+        return self.config["backend"] if method in HOT_METHODS else "fake"
 
     def run(
         self,
@@ -145,14 +152,16 @@ class _Builder:
         elif init is not None:
             settings["init"] = init
         name = f"{dataset}-{model}-{method}{tag}-s{seed}"
-        return self.plan.add(Run(stage, name, settings, init_run))
+        return self.plan.add(Run(stage, name, settings, init_run, self.backend(method)))
 
     def base(self, model: str, seed: int) -> str:
         base = self.config.get("base_pretrain")
         if not base:
             raise ValueError("an experiment has init: base, but base_pretrain is not configured")
-        settings = self.settings(base, base["dataset"], model, base.get("method", "fp"), seed)
-        return self.plan.add(Run("pretrain", f"base-{base['dataset']}-{model}-s{seed}", settings))
+        method = base.get("method", "fp")
+        settings = self.settings(base, base["dataset"], model, method, seed)
+        name = f"base-{base['dataset']}-{model}-s{seed}"
+        return self.plan.add(Run("pretrain", name, settings, None, self.backend(method)))
 
     def seeds(self) -> Iterable[int]:
         return self.config["seeds"]

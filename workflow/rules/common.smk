@@ -9,7 +9,7 @@ from hot.config import PRESETS
 from hot.tables import TABLES, WITHOUT_FIGURE  # the one list of tables (name -> title)
 from hot.train.config import HOT_METHODS
 
-REAL_RUNS = any(run.real for run in PLAN.runs.values())  # runs on the hot-kernels extension (backend: real)
+REAL_RUNS = any(run.uses_kernels for run in PLAN.runs.values())  # runs on the hot-kernels extension (real or auto)
 
 
 def res(kind):
@@ -36,13 +36,13 @@ def run_keys():
 
 
 def train_inputs(wildcards):
-    """What a run needs: its dataset's status, the run it starts from, and (real-quant runs) the kernel tests."""
+    """What a run needs: its dataset's status, the run it starts from, and (backend real or auto) the kernel tests."""
     run = PLAN.runs[wildcards.run]
     found = {"data": f"{R}/data/{run.dataset}.json"}
     if run.init_run:
         found["init"] = f"{R}/{run.init_run}/model.pt"
         found["init_metrics"] = f"{R}/{run.init_run}/metrics.json"
-    if run.real:
+    if run.uses_kernels:
         found["kernel_tests"] = f"{R}/kernels/tests.json"
     return found
 

@@ -12,6 +12,7 @@ rule train:
         model=f"{R}/{{run}}/model.pt",
     params:
         settings=train_settings,
+        backend=lambda wildcards: PLAN.runs[wildcards.run].backend,
     log:
         f"{LOGS}/{{run}}.log",
     benchmark:

@@ -1,11 +1,13 @@
 """The `train` rule's script: one training run, or the reason it is not attempted.
 
 A run is not attempted when something it needs is missing: its dataset (the `data` rule's status), the run it starts
-from, or (real-quant runs) kernels that passed their tests. It then writes ``{"status": "not run: <why>"}`` (the
+from, or (``backend: real``) kernels that passed their tests. It then writes ``{"status": "not run: <why>"}`` (the
 kernels' case: ``"not measured: <why>"``) as its metrics and an empty model.pt, and the tables show that text in its
-cells. Otherwise the run's settings become ``settings.json`` beside the metrics (a checkpoint left by a killed run
-is resumed only when they are unchanged; changed settings start the run afresh) and the script replaces itself with
-``hot train`` on GPUs of its own (``hot slots``; with more than one GPU, one torchrun job over them).
+cells. ``backend: auto`` is resolved here, at job time: real where the kernels passed their tests, else fake; the
+settings (and so metrics.json's ``config``) record the backend and ``backend_reason``. Otherwise the run's settings
+become ``settings.json`` beside the metrics (a checkpoint left by a killed run is resumed only when they are
+unchanged; changed settings start the run afresh) and the script replaces itself with ``hot train`` on GPUs of its
+own (``hot slots``; with more than one GPU, one torchrun job over them).
 """
 
 import json
@@ -32,6 +34,20 @@ def skip_reason(data: str, init_metrics: str | None = None, kernel_tests: str | 
     if kernel_tests and tests != "passed":
         return f"not measured: {tests.removeprefix('not run: ')}"
     return None
+
+
+def resolve_backend(settings: str, backend: str, kernel_tests: str | None) -> str:
+    """The run's settings (JSON) with ``backend: auto`` resolved from the kernel tests' status; others unchanged."""
+    if backend != "auto":
+        return settings
+    values = json.loads(settings)
+    tests = _status(kernel_tests) or "not run: no kernel tests"
+    if tests == "passed":
+        values["hot"] = {**values.get("hot", {}), "backend": "real"}
+        values["backend_reason"] = "auto: the hot-kernels extension passed its tests"
+    else:
+        values["backend_reason"] = f"auto: fake, the hot-kernels extension is unusable ({tests})"
+    return json.dumps(values, sort_keys=True)
 
 
 def write_settings(out: Path, settings: str) -> None:
@@ -61,14 +77,15 @@ def main(smk: Any) -> None:
     log = os.open(smk.log[0], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    reason = skip_reason(smk.input.data, smk.input.get("init_metrics"), smk.input.get("kernel_tests"))
+    backend, kernel_tests = smk.params.backend, smk.input.get("kernel_tests")
+    reason = skip_reason(smk.input.data, smk.input.get("init_metrics"), kernel_tests if backend == "real" else None)
     if reason is not None:
         print(f"run skipped: {reason}")
         out.mkdir(parents=True, exist_ok=True)
         Path(smk.output.metrics).write_text(json.dumps({"status": reason}) + "\n")
         Path(smk.output.model).write_bytes(b"")
         return
-    write_settings(out, smk.params.settings)
+    write_settings(out, resolve_backend(smk.params.settings, backend, kernel_tests))
     os.environ["OMP_NUM_THREADS"] = str(smk.threads)
     argv = command(out, int(smk.resources.gpu))
     print(shlex.join(argv), flush=True)

@@ -125,6 +125,7 @@ class RunResult:
     curves: list[list[tuple[int, float]]]
     scale: str
     seed_ids: tuple[str, ...] = ()  # the seed of each value, where the roles named them
+    backend: str = ""  # what computed it: "fake backend on CPU", "real backend on NVIDIA H100 …", …
 
     @property
     def seeds(self) -> int:
@@ -154,6 +155,19 @@ def _scale_of(metrics: Mapping[str, Any]) -> str:
     return f"{dataset} · {cfg.get('model', '?')} · {sched} · {device}"
 
 
+def _backend_of(metrics: Mapping[str, Any]) -> str:
+    """The backend of a run's quantised layers (and why, where the workflow chose it) and the GPU (or CPU) it ran on."""
+    cfg = metrics.get("config") or {}
+    gpu = (metrics.get("environment") or {}).get("gpu")
+    where = gpu if gpu and str(metrics.get("device", "")).startswith("cuda") else "CPU"
+    if cfg.get("method") in ("fp", "lora"):  # no layer is quantised
+        return f"no quantisation on {where}"
+    backend = f"{(cfg.get('hot') or {}).get('backend', 'fake')} backend"
+    if cfg.get("backend_reason"):
+        backend += f" ({cfg['backend_reason']})"
+    return f"{backend} on {where}"
+
+
 def _top1(metrics: Mapping[str, Any]) -> float:
     value = metrics.get("final_top1")
     return float("nan") if value is None else float(value)
@@ -172,6 +186,7 @@ def run_result(paths: list[Path], seed_ids: tuple[str, ...] = ()) -> RunResult:
     tops: list[float] = []
     curves = []
     scale = ""
+    backends: list[str] = []
     for path in paths:
         metrics = read_json(path)
         if isinstance(metrics, str):
@@ -184,10 +199,11 @@ def run_result(paths: list[Path], seed_ids: tuple[str, ...] = ()) -> RunResult:
                 curve.append((int(epoch.get("epoch", i + 1)), float(top1)))
         curves.append(curve)
         scale = _scale_of(metrics)
+        backends += [b for b in [_backend_of(metrics)] if b not in backends]
     top1 = float("nan") if any(math.isnan(t) for t in tops) else statistics.fmean(tops)
     if len(paths) > 1:
         scale += f" · mean of {len(paths)} seeds"
-    return RunResult(top1, tops, curves, scale, seed_ids)
+    return RunResult(top1, tops, curves, scale, seed_ids, " / ".join(backends))
 
 
 def runs_by_cell(inputs: Mapping[str, Path]) -> dict[str, RunResult]:
@@ -210,14 +226,25 @@ def result_of(runs: Mapping[str, RunResult], cell: str) -> RunResult:
 
 
 def scale_lines(results: Mapping[str, RunResult]) -> list[str]:
-    """The distinct scales the cells were reproduced at, with the cells that share each."""
+    """The distinct scales the cells were reproduced at, with the cells that share each, then :func:`backend_line`."""
     by_scale: dict[str, list[str]] = defaultdict(list)
     for cell, result in results.items():
         if result.scale:
             by_scale[result.scale].append(cell)
     if len(by_scale) == 1:
-        return [next(iter(by_scale))]
-    return [f"{scale} ({', '.join(cells)})" for scale, cells in by_scale.items()]
+        return [next(iter(by_scale)), *backend_line(results)]
+    return [*(f"{scale} ({', '.join(cells)})" for scale, cells in by_scale.items()), *backend_line(results)]
+
+
+def backend_line(results: Mapping[str, RunResult]) -> list[str]:
+    """``cells: <backend> on <GPU>``, naming the cells of each where they differ; empty with no result."""
+    by_backend: dict[str, list[str]] = defaultdict(list)
+    for cell, result in results.items():
+        if result.backend:
+            by_backend[result.backend].append(cell)
+    if len(by_backend) <= 1:
+        return [f"cells: {backend}" for backend in by_backend]
+    return ["cells: " + "; ".join(f"{backend} ({', '.join(cells)})" for backend, cells in by_backend.items())]
 
 
 # ---------------------------------------------------------------- checks

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..paper import paper_values
 from . import TABLES, plots
-from .common import SKIP, Check, Column, Table, accuracy_within, option, result_of, runs_by_cell
+from .common import SKIP, Check, Column, Table, accuracy_within, backend_line, option, result_of, runs_by_cell
 
 LABELS = {"fp": "FP", "int4": "INT4", "luq": "LUQ", "lbp_wht": "LBP-WHT", "hot": "HOT"}
 
@@ -55,7 +55,7 @@ def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path |
             table.checks.append(accuracy_within(name, acc["hot"], acc["lbp_wht"], noise, "HOT", "LBP-WHT"))
         else:
             table.checks.append(Check(name, SKIP, "LBP-WHT is not among this run's methods"))
-    table.scale = sorted({r.scale for r in runs.values() if r.scale})
+    table.scale = [*sorted({r.scale for r in runs.values() if r.scale}), *backend_line(runs)]
     missing = sorted(set(paper_rows) - {mapping.get(k, k) for k in ours_rows})
     if missing:
         table.notes.append(

@@ -44,6 +44,7 @@ class TrainConfig:
     test_subset: int | None = None
     method: str = "hot"
     hot: dict[str, Any] = field(default_factory=dict)
+    backend_reason: str | None = None  # why hot.backend is what it is (the workflow's backend: auto); recorded only
     exclude: tuple[str, ...] = ()
     lora: dict[str, Any] | None = None
     recipe: str = "embedded_pretrain"
@@ -110,6 +111,8 @@ class TrainConfig:
             raise ValueError(f"lora must be null or a mapping of LoRA settings, got {self.lora!r}")
         if not isinstance(self.scheduler_args, dict):
             raise ValueError(f"scheduler_args must be a mapping, got {self.scheduler_args!r}")
+        if self.backend_reason is not None and not isinstance(self.backend_reason, str):
+            raise ValueError(f"backend_reason must be null or a string, got {self.backend_reason!r}")
         if self.init is not None and not isinstance(self.init, str):
             raise ValueError(f"init must be null, 'timm' or a path to a model.pt, got {self.init!r}")
         self.hot_config()  # validates method and hot against each other

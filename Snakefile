@@ -70,6 +70,7 @@ include: "workflow/rules/latency.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/tables.smk"
+include: "workflow/rules/plan.smk"
 
 
 rule all:
@@ -79,3 +80,4 @@ rule all:
         table_files(TABLES),
         f"{R}/bench/latency.json",  # no table reads these two; listed so the default run measures them
         f"{R}/bench/end_to_end.json",
+        f"{R}/plan.json",  # the planned runs, for `hot plan`

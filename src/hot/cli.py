@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "latency": "per-layer backward latency on a GPU",
     "bench": "HOT against bf16 / torchao on a Hopper GPU: per-layer, kernels, end-to-end; one JSON",
     "tables": "regenerate the paper's tables from results",
+    "plan": "a preset's training cost in GPU-hours per table, from a smoke run's measured step times",
     "slots": "run a command on GPUs of its own (CUDA_VISIBLE_DEVICES), waiting while they are busy",
 }
 

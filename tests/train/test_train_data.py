@@ -266,3 +266,32 @@ def test_hot_data_fetch_records_a_missing_dataset_and_how_to_get_it(tmp_path, ca
         "status": "ready",
         "found": "generated in memory",
     }
+
+
+def test_any_dataset_can_be_synthetic_of_its_own_shape_and_learnable(tmp_path):
+    """Nothing is read (no data_dir), the class count, channels, side and split sizes are the dataset's own."""
+    train, test = data.build_datasets("imagenet1k", str(tmp_path / "absent"), 224, None, None, None, 0, synthetic=True)
+    assert (len(train), len(test)) == (1_281_167, 50_000)
+    x, y = train[5]
+    assert x.shape == (3, 224, 224) and 0 <= y < 1000
+    assert torch.equal(train[5][0], x)  # made from the index: the same sample every time
+    assert data.dataset_info("imagenet1k", str(tmp_path / "absent"), synthetic=True) == (1000, 3)
+    train, _ = data.build_datasets("cifar100", str(tmp_path / "absent"), 32, [3, 7], 64, 16, 0, synthetic=True)
+    assert train.base.side == 32 and len(train) == 64
+    # learnable: every sample is nearest to its own class's prototype
+    prototypes = torch.nn.functional.interpolate(train.base.prototypes, size=(32, 32), mode="nearest")
+    for i in range(len(train)):
+        x, y = train[i]
+        label = train.base.labels[train.indices[i]]
+        assert [3, 7][y] == label and ((prototypes - x) ** 2).sum((1, 2, 3)).argmin() == label
+
+
+def test_hot_data_fetch_records_synthetic_data_ready_without_reading(tmp_path):
+    from hot.cli import main
+
+    out = tmp_path / "imagenet100.json"
+    args = ["data", "fetch", "--dataset", "imagenet100", "--root", str(tmp_path / "absent"), "--synthetic"]
+    assert main([*args, "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["status"] == "ready"
+    assert record["found"] == "generated in memory (imagenet100's shape: 3x224², 100 classes)"

@@ -18,7 +18,7 @@ from hot.train import progress as progress_module
 from hot.train import stopping as stopping_module
 from hot.train.models import build_model
 
-TIMES = ("time_s",)
+TIMES = ("time_s", "step_time_s")
 # `hot train` with every step slowed down, so that a test's SIGTERM surely lands mid-epoch.
 SLOW_HOT = """
 import sys, time

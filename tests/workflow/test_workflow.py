@@ -430,3 +430,29 @@ def test_a_run_whose_data_is_missing_is_not_attempted(tmp_path: Path) -> None:
     assert len(runs) == 4  # fp and hot, two seeds
     assert all(json.loads(r.read_text())["status"] == f"not run: {status['reason']}" for r in runs)
     assert f"not run: {reason}" in (tmp_path / "tables" / "table4.md").read_text()
+
+
+def test_smoke_plan_is_the_full_plan_on_synthetic_data_a_few_steps_a_run_from_scratch() -> None:
+    full, smoke = plan(_config()), plan(_config("smoke"))
+    capped = set(yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())["train_overrides"]) | {"init"}
+    assert smoke.runs.keys() == full.runs.keys() and smoke.tables == full.tables  # the same DAG
+    for key, run in smoke.runs.items():
+        assert run.synthetic and run.settings["max_train_batches"] <= 10 and run.settings["epochs"] == 1
+        assert "init" not in run.settings  # from scratch: no timm weights
+        assert run.backend == full.runs[key].backend  # auto for HOT's runs: the kernels where they passed
+        full_settings = full.runs[key].settings
+        assert {k: v for k, v in run.settings.items() if k not in capped} == {
+            k: v for k, v in full_settings.items() if k not in capped
+        }
+    assert smoke.synthetic_datasets == set(smoke.datasets)
+    cpu = plan(_config("smoke_cpu"))
+    assert cpu.tables.keys() == full.tables.keys() and all(r.backend == "fake" for r in cpu.runs.values())
+    assert {r.settings["model"] for r in cpu.runs.values()} == {"vit_tiny_fmnist", "resnet_tiny_fmnist"}
+
+
+def test_smoke_dag_reads_no_dataset_and_writes_the_plan(tmp_path: Path) -> None:
+    text = _dry_run(tmp_path, "preset=smoke", "--printshellcmds")
+    assert _train_stages(text) == _train_stages(_dry_run(tmp_path))
+    shells = re.findall(r"hot data fetch .*", text)
+    assert len(shells) == 4 and all("--synthetic" in s for s in shells)
+    assert f"{tmp_path}/results/plan.json" in text

@@ -40,6 +40,11 @@ class Run:
         return self.backend in ("real", "auto")
 
     @property
+    def synthetic(self) -> bool:
+        """Trains on data made per sample (``synthetic: true``): its dataset is never read."""
+        return bool(self.settings.get("synthetic"))
+
+    @property
     def dataset(self) -> str:
         return self.settings.get("dataset", TrainConfig.dataset)
 
@@ -75,6 +80,12 @@ class Plan:
                     " give every view of one dataset the same data_dir"
                 )
         return found
+
+    @property
+    def synthetic_datasets(self) -> set[str]:
+        """The datasets that only synthetic runs use: nothing to find or fetch."""
+        runs = self.runs.values()
+        return {r.dataset for r in runs if r.synthetic} - {r.dataset for r in runs if not r.synthetic}
 
 
 def _clean(value: Any) -> Any:
@@ -115,7 +126,7 @@ class _Builder:
             hot["backend"] = "real"
         settings = {
             **{k: ds.get(k) for k in ("dataset", "data_dir", "classes", "train_subset", "test_subset")},
-            "model": model,
+            "model": cfg["model_map"].get(model, model),
             "method": method,
             "recipe": recipe or exp["recipe"],
             "seed": seed,

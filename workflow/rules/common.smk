@@ -56,6 +56,15 @@ def train_settings(wildcards, input):
     return json.dumps(values, sort_keys=True)
 
 
+def plan_json():
+    """The planned runs and tables as `hot plan` reads them (``--plan``)."""
+    runs = {
+        key: {"settings": dict(run.settings), "backend": run.backend, "init_run": run.init_run}
+        for key, run in PLAN.runs.items()
+    }
+    return json.dumps({"preset": config["preset"], "runs": runs, "tables": PLAN.tables}, indent=1, sort_keys=True) + "\n"
+
+
 # `hot tables` (src/hot/commands/tables.py) and the code every table shares
 TABLE_CODE = ["src/hot/commands/tables.py", *(f"src/hot/tables/{m}.py" for m in ("__init__", "common", "render", "plots"))]
 PAPER_VALUES = "src/hot/data/paper_values.yaml"

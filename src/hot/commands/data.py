@@ -4,7 +4,8 @@
     hot data fetch --dataset cifar100 --root data/cifar100 --out results/data/cifar100.json --allow-missing
 
 Fashion-MNIST by its routes (the Debian package, torchvision), CIFAR-10/100 by torchvision where the network allows,
-ImageNet found under ``--root`` or not (:func:`hot.train.data.fetch`). ``--out`` records the outcome as JSON:
+ImageNet found under ``--root`` or not (:func:`hot.train.data.fetch`); ``--synthetic`` (runs with ``synthetic:
+true``) reads nothing and records the dataset ready. ``--out`` records the outcome as JSON:
 ``{"status": "ready", "found": WHERE}`` or ``{"status": "missing", "reason": "<dataset> not found at <path> (how to
 get it: …)"}``. A missing dataset exits 1, or 0 with ``--allow-missing`` (the workflow's ``data`` rule, whose runs
 on it are then not attempted).
@@ -26,6 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fetch.add_argument("--dataset", required=True, choices=DATASETS)
     fetch.add_argument("--root", default=TrainConfig.data_dir, help="the run's data_dir (default: %(default)s)")
     fetch.add_argument("--out", type=Path, help="write the outcome here as JSON")
+    fetch.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="the runs make it (synthetic: true): read nothing",
+    )
     fetch.add_argument("--allow-missing", action="store_true", help="a missing dataset exits 0 (recorded in --out)")
 
 
@@ -33,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from ..train.data import DatasetError, dataset_path, fetch, how_to_get
 
     try:
-        found = fetch(args.dataset, args.root)
+        found = fetch(args.dataset, args.root, args.synthetic)
     except DatasetError as err:
         print(f"hot data: {err}", file=sys.stderr)
         reason = f"{args.dataset} not found at {dataset_path(args.dataset, args.root)} (how to get it: "

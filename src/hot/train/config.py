@@ -42,6 +42,7 @@ class TrainConfig:
     classes: tuple[int, ...] | None = None
     train_subset: int | None = None
     test_subset: int | None = None
+    synthetic: bool = False  # the dataset's shapes, class count and sizes, random (learnable) data: nothing is read
     method: str = "hot"
     hot: dict[str, Any] = field(default_factory=dict)
     backend_reason: str | None = None  # why hot.backend is what it is (the workflow's backend: auto); recorded only
@@ -97,7 +98,7 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a non-negative number, got {getattr(self, name)!r}")
         if not _is_number(self.label_smoothing) or not 0 <= self.label_smoothing < 1:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing!r}")
-        for name in ("amp", "deterministic"):
+        for name in ("amp", "deterministic", "synthetic"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.classes is not None:

@@ -1,5 +1,8 @@
 """Datasets: Fashion-MNIST (embedded, offline), CIFAR-10/100 (torchvision), ImageNet-100/1k (ImageFolder), synthetic.
 
+Any of them can be made synthetic (``synthetic: true``; the ``synthetic`` dataset always is): learnable random images
+of the dataset's own shape (:data:`SHAPES`), nothing read, for smoke runs and cost measurements at the real scale.
+
 Fashion-MNIST is found by three routes, in order: the Debian package's files in /usr/share/datasets/fashion-mnist/,
 the same package fetched without root into ``resources/`` (``apt-get download`` + ``dpkg-deb -x``), and torchvision's
 download into ``data_dir``. Every route's files are checked against the SHA-256 of the decompressed idx data (the
@@ -25,7 +28,7 @@ import sys
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -49,7 +52,27 @@ FASHION_MNIST_SHA256 = {
     "t10k-images-idx3-ubyte": "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
     "t10k-labels-idx1-ubyte": "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
 }
-SYNTHETIC_SIZES = (256, 128)  # train, test samples when no subset is asked for
+
+
+class Shape(NamedTuple):
+    """What synthetic data imitates: image side and channels, class count, train and test samples."""
+
+    side: int
+    channels: int
+    classes: int
+    train: int
+    test: int
+
+
+SHAPES = {
+    "fashion_mnist": Shape(28, 1, 10, 60_000, 10_000),
+    "cifar10": Shape(32, 3, 10, 50_000, 10_000),
+    "cifar100": Shape(32, 3, 100, 50_000, 10_000),
+    "imagenet100": Shape(224, 3, 100, 126_689, 5_000),  # the usual ImageNet-100 split: 1300/50 images per class
+    "imagenet1k": Shape(224, 3, 1000, 1_281_167, 50_000),
+    "synthetic": Shape(28, 1, 10, 256, 128),
+}
+PROTOTYPE_SIDE = 28  # class prototypes are drawn at most this large and upsampled: 1000 classes at 224² stay small
 
 
 class DatasetError(RuntimeError):
@@ -60,10 +83,10 @@ class ChecksumError(DatasetError):
     """A file's content does not match its recorded SHA-256."""
 
 
-def dataset_info(name: str, data_dir: str) -> tuple[int, int]:
-    """(number of classes, input channels) of a dataset, without loading it."""
-    if name in ("fashion_mnist", "synthetic"):
-        return 10, 1
+def dataset_info(name: str, data_dir: str, synthetic: bool = False) -> tuple[int, int]:
+    """(number of classes, input channels) of a dataset (or of its synthetic stand-in), without loading it."""
+    if synthetic or name in ("fashion_mnist", "synthetic"):
+        return SHAPES[name].classes, SHAPES[name].channels
     if name in ("cifar10", "cifar100"):
         return (10 if name == "cifar10" else 100), 3
     expected = 100 if name == "imagenet100" else 1000
@@ -269,13 +292,17 @@ def how_to_get(name: str, data_dir: str) -> str:
     return "nothing: it is generated in memory"
 
 
-def fetch(name: str, data_dir: str) -> str:
+def fetch(name: str, data_dir: str, synthetic: bool = False) -> str:
     """Find ``name`` under ``data_dir``, fetching it where a route allows; returns where it was found.
 
-    Raises :class:`DatasetError` (why, and how to get it) where it is not there and cannot be fetched.
+    Raises :class:`DatasetError` (why, and how to get it) where it is not there and cannot be fetched. Synthetic data
+    (``synthetic``, or the ``synthetic`` dataset) is never fetched: it is made per sample.
     """
     if name == "synthetic":
         return "generated in memory"
+    if synthetic:
+        shape = SHAPES[name]
+        return f"generated in memory ({name}'s shape: {shape.channels}x{shape.side}², {shape.classes} classes)"
     if name == "fashion_mnist":
         return _fashion_mnist_raw(data_dir)[0]
     if name in ("cifar10", "cifar100"):
@@ -354,12 +381,14 @@ def build_datasets(
     train_subset: int | None,
     test_subset: int | None,
     seed: int,
+    synthetic: bool = False,
 ) -> tuple[Selected, Selected]:
-    """Train and test sets, class-filtered and subsampled."""
-    num_classes, _ = dataset_info(name, data_dir)
+    """Train and test sets, class-filtered and subsampled (``synthetic``: made, of the dataset's shape)."""
+    num_classes, _ = dataset_info(name, data_dir, synthetic)
     if classes is not None and max(classes) >= num_classes:
         raise ValueError(f"classes: ids must be below {num_classes} for {name}, got {list(classes)}")
-    splits = _load_splits(name, data_dir, image_size)
+    synthetic = synthetic or name == "synthetic"
+    splits = _synthetic(SHAPES[name], image_size) if synthetic else _load_splits(name, data_dir, image_size)
     (train, train_labels), (test, test_labels) = splits
     return (
         select(train, train_labels, classes, train_subset, seed),
@@ -383,26 +412,41 @@ def _load_splits(name: str, data_dir: str, size: int) -> tuple[tuple[Any, Sequen
             )
             for p in ("train", "t10k")
         )
-    if name == "synthetic":
-        return tuple(
-            (ImageTensorDataset(images, labels, (0.5,), (0.25,), size), labels)
-            for images, labels in _synthetic(SYNTHETIC_SIZES)
-        )
     if name in ("cifar10", "cifar100"):
         return _cifar(name, data_dir, size)
     return _imagenet(name, data_dir, size)
 
 
-def _synthetic(sizes: tuple[int, int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    # Fixed (seed 0), learnable: each class is a random prototype image plus noise.
+class SyntheticImages(Dataset):
+    """Learnable random images: a class's prototype upsampled to ``side`` plus noise drawn from the sample's index,
+    resized to ``size``; made per sample, so a dataset of ImageNet's size costs its labels only."""
+
+    def __init__(self, prototypes: torch.Tensor, labels: torch.Tensor, side: int, size: int, stream: int) -> None:
+        self.prototypes, self.labels, self.side, self.size, self.stream = prototypes, labels, side, size, stream
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        label = int(self.labels[i])
+        g = torch.Generator().manual_seed(self.stream * 2**40 + i)
+        x = F.interpolate(self.prototypes[label][None], size=(self.side, self.side), mode="nearest")[0]
+        x = x + 0.5 * torch.randn(x.shape, generator=g)
+        if self.side != self.size:
+            x = F.interpolate(x[None], size=(self.size, self.size), mode="bilinear", align_corners=False)[0]
+        return x, label
+
+
+def _synthetic(shape: Shape, size: int) -> tuple[tuple[Any, Sequence[int]], ...]:
+    # Fixed (seed 0), whatever the run's seed: the run's seed picks subsets and order, as with real data.
     g = torch.Generator().manual_seed(0)
-    prototypes = torch.randn(10, 28, 28, generator=g)
+    side = min(shape.side, PROTOTYPE_SIDE)
+    prototypes = torch.randn(shape.classes, shape.channels, side, side, generator=g)
     out = []
-    for n in sizes:
-        labels = torch.randint(0, 10, (n,), generator=g)
-        images = prototypes[labels] + 0.5 * torch.randn(n, 28, 28, generator=g)
-        out.append(((images * 40 + 128).clamp(0, 255).to(torch.uint8), labels))
-    return out
+    for stream, n in enumerate((shape.train, shape.test)):
+        labels = torch.randint(0, shape.classes, (n,), generator=g)
+        out.append((SyntheticImages(prototypes, labels, shape.side, size, stream), labels))
+    return tuple(out)
 
 
 def _cifar(name: str, data_dir: str, size: int) -> tuple[tuple[Any, Sequence[int]], ...]:

@@ -21,6 +21,7 @@ import os
 import random
 import resource
 import signal
+import statistics
 import sys
 import time
 from collections.abc import Iterator
@@ -149,7 +150,7 @@ class _Run:
         np.random.seed(config.seed)
         torch.manual_seed(config.seed)
 
-        self.num_classes, in_chans = dataset_info(config.dataset, config.data_dir)
+        self.num_classes, in_chans = dataset_info(config.dataset, config.data_dir, config.synthetic)
         if config.classes is not None:
             self.num_classes = len(config.classes)
         self.net = build_model(config, self.num_classes, in_chans).to(self.device)
@@ -162,6 +163,7 @@ class _Run:
             config.train_subset,
             config.test_subset,
             config.seed,
+            config.synthetic,
         )
         if place.world > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -176,8 +178,8 @@ class _Run:
         self.scheduler = self._scheduler()
         self.mixup = self._mixup()
         self.criterion = self._criterion()
-        per_epoch = len(self._train_loader(0))  # the same every epoch
-        self.batches = min(per_epoch, config.max_train_batches or per_epoch)
+        self.per_epoch = len(self._train_loader(0))  # the same every epoch
+        self.batches = min(self.per_epoch, config.max_train_batches or self.per_epoch)
         self.progress = progress_mode(place.main)
         self.stop = StopRequest()
         self.history: list[dict[str, Any]] = []
@@ -405,13 +407,16 @@ class _Run:
                     pass
         self.model.train()
         loss_sum, count = so_far.loss_sum, so_far.count
+        steps: list[float] = []  # each training step's time, its data loading not included
         progress = Progress(self.progress, epoch, c.epochs, self.batches, so_far.batches)
         with contextlib.closing(progress):
             # zip asks the range first: no batch past the epoch's last is loaded (it would draw augmentation RNG)
             for step, (x, y) in zip(range(so_far.batches, self.batches), batches, strict=False):
                 calibrating = self._needs_lqs() and epoch == 0 and step == 0
+                started = time.perf_counter()
                 with lqs.calibrate(self.net) if calibrating else contextlib.nullcontext():
                     loss = self._step(x, y, epoch, step, epoch * self.batches + step)
+                steps.append(time.perf_counter() - started)  # _step waits for the device (loss.item())
                 if calibrating:
                     self._share_lqs()
                 loss_sum, count = loss_sum + loss * len(y), count + len(y)
@@ -429,6 +434,8 @@ class _Run:
             "lr": lr,
             "gx_bits": bits,
             "train_batches": self.batches,
+            "batches_per_epoch": self.per_epoch,  # uncapped: what max_train_batches cut the epoch from
+            "step_time_s": statistics.median(steps) if steps else None,  # median: the first steps warm up
             "time_s": time.perf_counter() - t0,
         }
 

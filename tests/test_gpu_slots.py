@@ -167,7 +167,8 @@ with open(run + "/data.json", "w") as f:
     json.dump({"status": "ready"}, f)
 smk = SimpleNamespace(
     input=Files(data=run + "/data.json"), output=Files(metrics=run + "/metrics.json", model=run + "/model.pt"),
-    params=SimpleNamespace(settings=settings), log=[run + ".log"], threads=1, resources=SimpleNamespace(gpu=gpus),
+    params=SimpleNamespace(settings=settings, backend="fake"), log=[run + ".log"], threads=1,
+    resources=SimpleNamespace(gpu=gpus),
 )
 sys.executable = python
 runpy.run_path("workflow/scripts/train.py", init_globals={"snakemake": smk}, run_name="__main__")

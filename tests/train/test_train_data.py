@@ -204,6 +204,29 @@ def test_torchvision_route_downloads_once_then_reads_the_files_offline(no_routes
     assert second["train-labels-idx1-ubyte"].tolist() == first["train-labels-idx1-ubyte"].tolist() == [7]
 
 
+def test_a_cifar_download_has_a_socket_timeout_and_fails_with_how_to_get_it(tmp_path, monkeypatch):
+    """torchvision opens its URLs with no timeout, so a network that drops packets would hang the data rule."""
+    import socket
+
+    import torchvision.datasets
+
+    seen = []
+
+    class UnreachableCIFAR100:
+        def __init__(self, root: str, train: bool, transform: object, download: bool) -> None:
+            seen.append((download, socket.getdefaulttimeout()))
+            if not download:
+                raise RuntimeError("Dataset not found or corrupted.")
+            raise TimeoutError("timed out")
+
+    monkeypatch.setattr(torchvision.datasets, "CIFAR100", UnreachableCIFAR100)
+    before = socket.getdefaulttimeout()
+    with pytest.raises(DatasetError, match=r"cifar100 is not in .* downloaded \(TimeoutError: timed out\)"):
+        data.fetch("cifar100", str(tmp_path))
+    assert seen == [(False, before), (True, data.DOWNLOAD_TIMEOUT_S)]
+    assert socket.getdefaulttimeout() == before  # restored
+
+
 @pytest.mark.skipif(not data.SYSTEM_DIR.is_dir(), reason="dataset-fashion-mnist is not installed")
 def test_fashion_mnist_from_the_debian_package_with_class_split():
     train, test = data.build_datasets("fashion_mnist", "data", 28, [5, 6, 7, 8, 9], 100, None, seed=0)

@@ -23,6 +23,7 @@ import gzip
 import hashlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import zlib
@@ -72,6 +73,7 @@ SHAPES = {
     "imagenet1k": Shape(224, 3, 1000, 1_281_167, 50_000),
     "synthetic": Shape(28, 1, 10, 256, 128),
 }
+DOWNLOAD_TIMEOUT_S = 60  # each socket operation of a torchvision download: a lossy network fails it, not hangs it
 PROTOTYPE_SIDE = 28  # class prototypes are drawn at most this large and upsampled: 1000 classes at 224² stay small
 
 
@@ -173,11 +175,23 @@ def _torchvision_route(data_dir: str) -> dict[str, bytes]:
     return _read_fetched(target, target)
 
 
+@contextlib.contextmanager
+def _download_timeout() -> Iterator[None]:
+    """torchvision opens its URLs without a timeout: give its sockets one while it downloads."""
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)
+    try:
+        yield
+    finally:
+        socket.setdefaulttimeout(previous)
+
+
 def _torchvision_fetch(work: Path) -> Path:
     from torchvision.datasets import FashionMNIST
 
     try:
-        FashionMNIST(str(work), download=True)
+        with _download_timeout():
+            FashionMNIST(str(work), download=True)
     except Exception as err:  # network errors come in many types (URLError, socket, HTTP)
         raise DatasetError(f"torchvision download failed: {type(err).__name__}: {err}") from err
     return work / "FashionMNIST" / "raw"
@@ -480,7 +494,8 @@ def _cifar_split(name: str, data_dir: str, train: bool, transform: Any) -> Any:
         return cls(data_dir, train=train, transform=transform, download=False)
     except RuntimeError:
         try:
-            return cls(data_dir, train=train, transform=transform, download=True)
+            with _download_timeout():
+                return cls(data_dir, train=train, transform=transform, download=True)
         except Exception as err:  # network errors come in many types
             raise DatasetError(
                 f"{name} is not in {data_dir} and could not be downloaded ({type(err).__name__}: {err}); "

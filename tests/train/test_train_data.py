@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from hot.train import data
-from hot.train.data import ChecksumError, DatasetError
+from hot.train import data, sources
+from hot.train.sources import ChecksumError, DatasetError
 
-TORCHVISION_ROUTE = data._torchvision_route  # the fixture below replaces it
+TORCHVISION_ROUTE = sources._torchvision_route  # the fixture below replaces it
 # Two tiny idx files (a 1x2x2 image and its label) standing in for Fashion-MNIST; FASHION_MNIST_SHA256 is patched.
 IDX = {
     "train-images-idx3-ubyte": bytes([0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 2, 1, 2, 3, 4]),
@@ -26,49 +26,49 @@ def no_routes(tmp_path, monkeypatch):
     """Every route pointed at tmp_path: an empty system dir, no apt-get, a failing download."""
     system = tmp_path / "system"
     system.mkdir()
-    monkeypatch.setattr(data, "SYSTEM_DIR", system)
-    monkeypatch.setattr(data, "RESOURCES_DIR", tmp_path / "resources")
-    monkeypatch.setattr(data.shutil, "which", lambda tool: None)
+    monkeypatch.setattr(sources, "SYSTEM_DIR", system)
+    monkeypatch.setattr(sources, "RESOURCES_DIR", tmp_path / "resources")
+    monkeypatch.setattr(sources.shutil, "which", lambda tool: None)
 
     def offline(data_dir):
         raise DatasetError("no network")
 
-    monkeypatch.setattr(data, "_torchvision_route", offline)
-    data.load_fashion_mnist.cache_clear()
+    monkeypatch.setattr(sources, "_torchvision_route", offline)
+    sources.load_fashion_mnist.cache_clear()
     yield system
-    data.load_fashion_mnist.cache_clear()
+    sources.load_fashion_mnist.cache_clear()
 
 
 @pytest.fixture
 def fake_apt(no_routes, tmp_path, monkeypatch):
     """apt-get and dpkg-deb stand-ins serving IDX; the extract writes slowly; every command is logged to the file."""
-    monkeypatch.setattr(data, "FASHION_MNIST_SHA256", {stem: hashlib.sha256(c).hexdigest() for stem, c in IDX.items()})
-    monkeypatch.setattr(data.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    monkeypatch.setattr(sources, "FASHION_MNIST_SHA256", {s: hashlib.sha256(c).hexdigest() for s, c in IDX.items()})
+    monkeypatch.setattr(sources.shutil, "which", lambda tool: f"/usr/bin/{tool}")
     log = tmp_path / "commands.log"
 
     def fake_run(command, cwd):
         with log.open("a") as f:
             f.write(f"{command[0]}\n")
         if command[0] == "apt-get":
-            (cwd / f"{data.DEBIAN_PACKAGE}_1_all.deb").write_bytes(b"deb")
+            (cwd / f"{sources.DEBIAN_PACKAGE}_1_all.deb").write_bytes(b"deb")
             return
-        extracted = Path(command[-1]) / data.PACKAGE_DIR  # dpkg-deb -x DEB DIR
+        extracted = Path(command[-1]) / sources.PACKAGE_DIR  # dpkg-deb -x DEB DIR
         extracted.mkdir(parents=True)
         for stem, content in IDX.items():
             (extracted / f"{stem}.gz").write_bytes(gzip.compress(content))
             time.sleep(0.2)  # a reader of a half-written tree would fail
 
-    monkeypatch.setattr(data, "_run", fake_run)
+    monkeypatch.setattr(sources, "_run", fake_run)
     return log
 
 
 def test_checksum_failure_is_reported_with_every_route(no_routes, tmp_path):
-    for stem in data.FASHION_MNIST_SHA256:
+    for stem in sources.FASHION_MNIST_SHA256:
         (no_routes / f"{stem}.gz").write_bytes(gzip.compress(b"not fashion-mnist"))
     with pytest.raises(ChecksumError, match=r"train-images-idx3-ubyte.gz: SHA-256 of the decompressed data is"):
-        data.read_verified(no_routes / "train-images-idx3-ubyte.gz")
+        sources.read_verified(no_routes / "train-images-idx3-ubyte.gz")
     with pytest.raises(DatasetError) as err:
-        data.load_fashion_mnist(str(tmp_path / "data"))
+        sources.load_fashion_mnist(str(tmp_path / "data"))
     message = str(err.value)
     assert "SHA-256 of the decompressed data" in message
     assert "apt-get install dataset-fashion-mnist" in message
@@ -77,18 +77,18 @@ def test_checksum_failure_is_reported_with_every_route(no_routes, tmp_path):
 
 
 def test_debian_route_extracts_into_resources(fake_apt, tmp_path):
-    loaded = data.load_fashion_mnist(str(tmp_path / "data"))
+    loaded = sources.load_fashion_mnist(str(tmp_path / "data"))
     assert loaded["train-images-idx3-ubyte"].tolist() == [[[1, 2], [3, 4]]]
     assert loaded["train-labels-idx1-ubyte"].tolist() == [7]
     resources = tmp_path / "resources"
-    assert (resources / data.DEBIAN_PACKAGE / data.PACKAGE_DIR / "train-labels-idx1-ubyte.gz").is_file()
-    assert sorted(p.name for p in resources.iterdir()) == [data.DEBIAN_PACKAGE, f"{data.DEBIAN_PACKAGE}.lock"]
+    assert (resources / sources.DEBIAN_PACKAGE / sources.PACKAGE_DIR / "train-labels-idx1-ubyte.gz").is_file()
+    assert sorted(p.name for p in resources.iterdir()) == [sources.DEBIAN_PACKAGE, f"{sources.DEBIAN_PACKAGE}.lock"]
 
 
 def _debian_route_in_child(start, results) -> None:
     start.wait()
     try:
-        results.put(("ok", data._debian_route()))
+        results.put(("ok", sources._debian_route()))
     except BaseException as err:
         results.put(("error", repr(err)))
 
@@ -111,7 +111,7 @@ def test_concurrent_jobs_fetch_once_and_both_read_the_complete_tree(fake_apt, tm
     for child in children:
         child.start()
     # Children are started before the lock is taken: a forked child would hold the lock's file description too.
-    with (resources / f"{data.DEBIAN_PACKAGE}.lock").open("a") as lock:
+    with (resources / f"{sources.DEBIAN_PACKAGE}.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         start.set()
         err = _stderr_until(capfd, "waiting for another process to finish fetching", count=2)  # both race
@@ -123,15 +123,15 @@ def test_concurrent_jobs_fetch_once_and_both_read_the_complete_tree(fake_apt, tm
     assert fake_apt.read_text().split() == ["apt-get", "dpkg-deb"]  # one fetch
     err += capfd.readouterr().err
     assert err.count("fetching Fashion-MNIST into") == 1 and "apt-get download dataset-fashion-mnist (network)" in err
-    assert not (resources / f"{data.DEBIAN_PACKAGE}.partial").exists()
+    assert not (resources / f"{sources.DEBIAN_PACKAGE}.partial").exists()
 
 
 def test_a_killed_fetch_leaves_a_partial_tree_that_the_next_fetch_removes(fake_apt, tmp_path, capsys):
-    staging = tmp_path / "resources" / f"{data.DEBIAN_PACKAGE}.partial"
-    half = staging / "root" / data.PACKAGE_DIR
+    staging = tmp_path / "resources" / f"{sources.DEBIAN_PACKAGE}.partial"
+    half = staging / "root" / sources.PACKAGE_DIR
     half.mkdir(parents=True)
     (half / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(IDX["train-images-idx3-ubyte"])[:12])
-    loaded = data.load_fashion_mnist(str(tmp_path / "data"))
+    loaded = sources.load_fashion_mnist(str(tmp_path / "data"))
     assert loaded["train-images-idx3-ubyte"].tolist() == [[[1, 2], [3, 4]]]
     assert not staging.exists()
     assert f"removing {staging}, left by an interrupted fetch" in capsys.readouterr().err
@@ -147,11 +147,11 @@ def _truncate_first_file(directory: Path) -> Path:
 def test_a_truncated_gzip_names_the_file_and_the_next_route_is_used(fake_apt, no_routes, tmp_path):
     truncated = _truncate_first_file(no_routes)
     with pytest.raises(DatasetError, match=re.escape(f"{truncated}: truncated or corrupt gzip file (EOFError")):
-        data._system_route()
+        sources._system_route()
     (no_routes / "train-labels-idx1-ubyte.gz").write_bytes(b"not gzip")
     with pytest.raises(DatasetError, match=r"train-labels-idx1-ubyte.gz: truncated or corrupt gzip file \(BadGzip"):
-        data.read_verified(no_routes / "train-labels-idx1-ubyte.gz")
-    loaded = data.load_fashion_mnist(str(tmp_path / "data"))  # from the Debian route (fake_apt)
+        sources.read_verified(no_routes / "train-labels-idx1-ubyte.gz")
+    loaded = sources.load_fashion_mnist(str(tmp_path / "data"))  # from the Debian route (fake_apt)
     assert loaded["train-labels-idx1-ubyte"].tolist() == [7]
 
 
@@ -159,31 +159,31 @@ def test_when_every_route_fails_the_error_has_one_line_per_route_and_how_to_get_
     no_routes, tmp_path, monkeypatch
 ):
     truncated = _truncate_first_file(no_routes)
-    monkeypatch.setattr(data.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    monkeypatch.setattr(sources.shutil, "which", lambda tool: f"/usr/bin/{tool}")
 
     def failing_run(command, cwd):
         raise DatasetError("apt-get download dataset-fashion-mnist failed: E: Unable to locate package\nW: more")
 
-    monkeypatch.setattr(data, "_run", failing_run)
+    monkeypatch.setattr(sources, "_run", failing_run)
     with pytest.raises(DatasetError) as err:
-        data.load_fashion_mnist(str(tmp_path / "data"))
+        sources.load_fashion_mnist(str(tmp_path / "data"))
     header, system, debian, torchvision, how = str(err.value).splitlines()
     assert header == "Fashion-MNIST could not be loaded by any route:"
-    assert system.startswith(f"  - the Debian package's files in {data.SYSTEM_DIR}")
+    assert system.startswith(f"  - the Debian package's files in {sources.SYSTEM_DIR}")
     assert f"{truncated}: truncated or corrupt gzip file (EOFError" in system
     assert debian.startswith("  - the Debian package fetched without root into")
     assert debian.endswith("failed: E: Unable to locate package W: more")
     assert torchvision == f"  - torchvision's download into {tmp_path / 'data'}: no network"
     assert how.startswith("To get it: apt-get install dataset-fashion-mnist (as root), or put the four idx files (")
     assert "t10k-labels-idx1-ubyte.gz) in " + f"{tmp_path / 'data' / 'FashionMNIST' / 'raw'}/" in how
-    assert sorted(p.name for p in (tmp_path / "resources").iterdir()) == [f"{data.DEBIAN_PACKAGE}.lock"]
+    assert sorted(p.name for p in (tmp_path / "resources").iterdir()) == [f"{sources.DEBIAN_PACKAGE}.lock"]
 
 
 def test_torchvision_route_downloads_once_then_reads_the_files_offline(no_routes, tmp_path, monkeypatch):
     import torchvision.datasets
 
-    monkeypatch.setattr(data, "_torchvision_route", TORCHVISION_ROUTE)
-    monkeypatch.setattr(data, "FASHION_MNIST_SHA256", {stem: hashlib.sha256(c).hexdigest() for stem, c in IDX.items()})
+    monkeypatch.setattr(sources, "_torchvision_route", TORCHVISION_ROUTE)
+    monkeypatch.setattr(sources, "FASHION_MNIST_SHA256", {s: hashlib.sha256(c).hexdigest() for s, c in IDX.items()})
     roots = []
 
     class FakeFashionMNIST:
@@ -196,9 +196,9 @@ def test_torchvision_route_downloads_once_then_reads_the_files_offline(no_routes
 
     monkeypatch.setattr(torchvision.datasets, "FashionMNIST", FakeFashionMNIST)
     data_dir = tmp_path / "data"
-    first = data.load_fashion_mnist(str(data_dir))
-    data.load_fashion_mnist.cache_clear()
-    second = data.load_fashion_mnist(str(data_dir))  # the files are in place: no second download
+    first = sources.load_fashion_mnist(str(data_dir))
+    sources.load_fashion_mnist.cache_clear()
+    second = sources.load_fashion_mnist(str(data_dir))  # the files are in place: no second download
     assert roots == [data_dir / "FashionMNIST" / "raw.partial"]
     assert sorted(p.name for p in (data_dir / "FashionMNIST").iterdir()) == ["raw", "raw.lock"]
     assert second["train-labels-idx1-ubyte"].tolist() == first["train-labels-idx1-ubyte"].tolist() == [7]
@@ -223,11 +223,11 @@ def test_a_cifar_download_has_a_socket_timeout_and_fails_with_how_to_get_it(tmp_
     before = socket.getdefaulttimeout()
     with pytest.raises(DatasetError, match=r"cifar100 is not in .* downloaded \(TimeoutError: timed out\)"):
         data.fetch("cifar100", str(tmp_path))
-    assert seen == [(False, before), (True, data.DOWNLOAD_TIMEOUT_S)]
+    assert seen == [(False, before), (True, sources.DOWNLOAD_TIMEOUT_S)]
     assert socket.getdefaulttimeout() == before  # restored
 
 
-@pytest.mark.skipif(not data.SYSTEM_DIR.is_dir(), reason="dataset-fashion-mnist is not installed")
+@pytest.mark.skipif(not sources.SYSTEM_DIR.is_dir(), reason="dataset-fashion-mnist is not installed")
 def test_fashion_mnist_from_the_debian_package_with_class_split():
     train, test = data.build_datasets("fashion_mnist", "data", 28, [5, 6, 7, 8, 9], 100, None, seed=0)
     assert len(train) == 100 and len(test) == 5000
@@ -255,8 +255,8 @@ def test_unknown_class_ids_are_rejected():
 def test_fetch_fashion_mnist_fetches_by_the_first_route_that_works_and_says_which(fake_apt, tmp_path):
     found = data.fetch("fashion_mnist", str(tmp_path / "data"))
     assert found.startswith("the Debian package fetched without root into")
-    assert (tmp_path / "resources" / data.DEBIAN_PACKAGE).is_dir()
-    assert data.load_fashion_mnist(str(tmp_path / "data"))["train-labels-idx1-ubyte"].tolist() == [7]  # offline now
+    assert (tmp_path / "resources" / sources.DEBIAN_PACKAGE).is_dir()
+    assert sources.load_fashion_mnist(str(tmp_path / "data"))["train-labels-idx1-ubyte"].tolist() == [7]  # offline now
 
 
 def test_fetch_imagenet_finds_an_image_folder_tree_or_says_how_to_get_one(tmp_path):
@@ -267,7 +267,7 @@ def test_fetch_imagenet_finds_an_image_folder_tree_or_says_how_to_get_one(tmp_pa
         for c in range(100):
             (root / split / f"n{c:08d}").mkdir(parents=True)
     assert data.fetch("imagenet100", str(root)) == f"{root}/train and {root}/val (ImageFolder)"
-    assert "ILSVRC-2012" in data.how_to_get("imagenet1k", str(root))
+    assert "ILSVRC-2012" in sources.how_to_get("imagenet1k", str(root))
     assert data.fetch("synthetic", str(root)) == "generated in memory"
 
 

@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..train.data import DatasetError, dataset_path, fetch, how_to_get
+    from ..train.data import fetch
+    from ..train.sources import DatasetError, dataset_path, how_to_get
 
     try:
         found = fetch(args.dataset, args.root, args.synthetic)

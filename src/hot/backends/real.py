@@ -258,9 +258,9 @@ class RealBackend:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Q(HT(g_y)) for g_x and Q(P g_y) for g_w from two passes over g_y (a statistics pass, then one
         that writes both code sets), bit-identical to the two quantisers; other options run those."""
-        self.ops.check_float_matrix(g_y, "g_y")
         if not self.fuses_grad_output(g_y, hq, hla):
-            return quantize_grad_output_separately(self, g_y, hq, hla)
+            return quantize_grad_output_separately(self, g_y, hq, hla)  # each quantiser checks g_y
+        self.ops.check_float_matrix(g_y, "g_y")
         g = _aligned(g_y)
         windows, rows, hla_bits, stochastic, hla_key = _hla_args(hla)
         fp8 = self._fp8_codes(g.device, hq.bits, g.shape[1])

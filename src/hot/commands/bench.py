@@ -45,13 +45,14 @@ from ..config import GEMMS, HOTConfig
 from ..hla import TokenGrid
 from ..methods import HOTMethod, create_method
 from ..results import environment, write_json_atomic, write_status
+from ._arguments import split_list
 
 SECTIONS = ("layers", "kernels", "step", "equivalence", "stages", "sm90_gemm")
 DEFAULT_SECTIONS = SECTIONS[:4]  # stages and sm90_gemm: the kernels' own breakdown, asked for by name
 
 
 def _choices(text: str, known: Sequence[str], what: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
+    names = split_list(text)
     if not names:
         raise argparse.ArgumentTypeError(f"no {what} given; known {what}s: {', '.join(known)}")
     unknown = [n for n in names if n not in known]

@@ -38,6 +38,9 @@ def image(tmp_path_factory):
         (base / "tmp").mkdir(mode=0o1777)
         (base / "tmp").chmod(0o1777)
         (base / "host-dir").mkdir()
+        # A copy other uids can read: the checkout may lie under a directory only its owner can enter (mktemp -d).
+        shutil.copy2(ENTRYPOINT, base / "entrypoint.sh")
+        (base / "entrypoint.sh").chmod(0o755)
         for p in (base / "opt", work):
             p.chmod(0o755)
         if AS_ROOT:
@@ -65,7 +68,7 @@ def run(image: Path, *cmd: str, env: dict[str, str] | None = None, cwd: Path | N
     if not (AS_ROOT and other_uid):
         prefix = []
     return subprocess.run(
-        [*prefix, "bash", str(ENTRYPOINT), *cmd],
+        [*prefix, "bash", str(image / "entrypoint.sh"), *cmd],
         env={**base_env, **(env or {})},
         cwd=cwd or image / "host-dir",
         capture_output=True,

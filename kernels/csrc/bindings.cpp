@@ -352,6 +352,8 @@ at::Tensor cutlass_gemm_s8_sm90(const at::Tensor& a, const at::Tensor& b, int64_
   const int status = hot::cutlass_gemm_s8_sm90(a.data_ptr<int8_t>(), b.data_ptr<int8_t>(), d.data_ptr<int32_t>(), mi,
                                                ni, ki, var, dec, spl, ws_bytes > 0 ? ws.data_ptr() : nullptr,
                                                ws_bytes, c10::cuda::getCurrentCUDAStream());
+  // A configuration the dispatcher rejects is the caller's error (ValueError), not a failed GEMM.
+  TORCH_CHECK_VALUE(status != hot::kSm90BadConfig, hot::cutlass_sm90_status_string(status));
   TORCH_CHECK(status == 0, "CUTLASS sm90 GEMM failed: ", hot::cutlass_sm90_status_string(status));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return d;

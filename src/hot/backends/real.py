@@ -132,6 +132,13 @@ class RealBackend:
         self.fused_grad_output = fused_grad_output
         self._sm90: dict[int, bool] = {}
 
+    def __reduce__(self) -> tuple:
+        # The compiled ops are a module, which pickle cannot copy: a copy (copy.deepcopy, pickle, timm's
+        # ModelEmaV2) is the shared instance of the same options, rebuilt where it is loaded.
+        from . import _backend
+
+        return _backend, ("real", self.gemm, self.fused_grad_output)
+
     def _sm90_available(self, index: int) -> bool:
         """Whether this build holds the sm_90a INT8 GEMM and CUDA device ``index`` runs it."""
         if index not in self._sm90:

@@ -659,6 +659,10 @@ def test_real_codes_equal_the_reference_codes_in_a_vit_layer(kernel_backend) -> 
 
 
 def test_fake_and_real_training_agree(kernel_backend) -> None:
-    result = equivalence("cuda", steps=10, batch=32)
+    """Both backends train the same model to the same losses step by step and to the same held-out accuracy;
+    20 AdamW steps learn the task (0.76 with the fake backend on the CPU, chance 0.1), so the accuracy bound can fail
+    for a backward that is wrong."""
+    result = equivalence("cuda", steps=20, batch=32)
     assert result["passed"], result["max_rel_loss_diff"]
-    assert all(run["held_out_accuracy"] > 0.2 for run in result["runs"])  # 10 classes: both learnt something
+    assert all(run["held_out_accuracy"] > 0.5 for run in result["runs"]), result["runs"]
+    assert abs(result["accuracy_diff"]) <= 0.02, result["accuracy_diff"]  # 5 of 256 held-out predictions

@@ -93,7 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--steps", type=int, default=20, help="timed training steps per variant (median)")
     parser.add_argument("--warmup-steps", type=int, default=5, help="untimed steps first (compilation happens here)")
-    parser.add_argument("--equiv-steps", type=int, default=30, help="SGD steps of the equivalence check")
+    parser.add_argument("--equiv-steps", type=int, default=20, help="AdamW steps of the equivalence check")
     parser.add_argument("--equiv-batch", type=int, default=64, help="images per batch of the equivalence check")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random tensors, models and data")
     parser.add_argument(

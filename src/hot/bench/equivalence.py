@@ -52,8 +52,8 @@ def equivalence(
     same batches in float32, and compare the losses step by step and the held-out accuracy.
 
     Each class is a fixed random image under unit Gaussian noise (:data:`PROTOTYPE_WEIGHT`), so about 20 steps
-    learn it and the held-out accuracy compares two learnt models, not noise. ``real_options`` (``gemm``, ``fused_grad_output``) apply to
-    the ``real`` backend.
+    learn it and the held-out accuracy compares two learnt models, not noise. ``real_options`` (``gemm``,
+    ``fused_grad_output``) apply to the ``real`` backend.
     """
     from ..convert import convert
     from ..train.models import create_model

@@ -116,3 +116,25 @@ def test_layer_forward_op_passes_opcheck():
         (x, layer.weight, layer.bias, layer.hot_handle, None, "codes"),
         test_utils=("test_schema", "test_faketensor", "test_autograd_registration"),
     )
+
+
+@pytest.mark.parametrize(
+    ("kernel", "stride", "padding", "size"),
+    [(4, 4, 0, (28, 28)), (16, 16, 0, (32, 48)), ((2, 3), (2, 3), 0, (7, 10)), (3, 1, 1, (9, 9)), (3, 2, 0, (9, 11))],
+)
+def test_unfold_and_fold_equal_im2col_and_col2im(kernel, stride, padding, size) -> None:
+    """A patch embedding (stride = kernel) unfolds by a reshape; other convolutions by im2col: the same columns,
+    and the same col2im (remainder rows and columns no patch reads get zero gradient)."""
+    from hot.functional import fold_grad_input, unfold_input
+
+    conv = torch.nn.Conv2d(3, 8, kernel, stride, padding)
+    x = torch.randn(2, 3, *size)
+    cols = F.unfold(x, conv.kernel_size, conv.dilation, conv.padding, conv.stride)
+    expected = cols.transpose(1, 2).reshape(-1, cols.shape[1])
+    assert torch.equal(unfold_input(x, conv), expected)
+    g_cols = torch.randn_like(expected)
+    folded = F.fold(
+        g_cols.reshape(2, -1, cols.shape[1]).transpose(1, 2), size, conv.kernel_size, conv.dilation, conv.padding,
+        conv.stride,
+    )
+    assert torch.equal(fold_grad_input(g_cols, conv, list(x.shape)), folded)

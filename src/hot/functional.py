@@ -76,10 +76,38 @@ def linear_tokens(shape: torch.Size) -> int:
     return tokens
 
 
+def _patchifies(layer: HOTConv2d) -> bool:
+    """Whether the convolution cuts its input into disjoint patches (stride = kernel, no padding or dilation, as a
+    ViT's patch embedding): then im2col is a reshape, and col2im sums nothing."""
+    return (
+        tuple(layer.stride) == tuple(layer.kernel_size)
+        and tuple(layer.padding) == (0, 0)
+        and tuple(layer.dilation) == (1, 1)
+    )
+
+
 def unfold_input(x: torch.Tensor, layer: HOTConv2d) -> torch.Tensor:
     """im2col: (B, C, H, W) -> (B·H_out·W_out, C·kh·kw), output positions in raster order."""
+    if _patchifies(layer):
+        (kh, kw), (batch, channels, height, width) = layer.kernel_size, x.shape
+        ho, wo = height // kh, width // kw
+        patches = x[:, :, : ho * kh, : wo * kw].reshape(batch, channels, ho, kh, wo, kw)
+        return patches.permute(0, 2, 4, 1, 3, 5).reshape(batch * ho * wo, channels * kh * kw)
     cols = F.unfold(x, layer.kernel_size, layer.dilation, layer.padding, layer.stride)
     return cols.transpose(1, 2).reshape(-1, cols.shape[1])
+
+
+def fold_grad_input(g_cols: torch.Tensor, layer: HOTConv2d, x_shape: list[int]) -> torch.Tensor:
+    """col2im of ``unfold_input``'s layout: (B·H_out·W_out, C·kh·kw) -> (B, C, H, W), overlapping columns summed."""
+    batch, channels, height, width = x_shape
+    if _patchifies(layer):
+        (kh, kw) = layer.kernel_size
+        ho, wo = height // kh, width // kw
+        patches = g_cols.reshape(batch, ho, wo, channels, kh, kw).permute(0, 3, 1, 4, 2, 5)
+        g_x = patches.reshape(batch, channels, ho * kh, wo * kw)
+        return F.pad(g_x, (0, width - wo * kw, 0, height - ho * kh))  # rows and columns no patch read
+    cols = g_cols.reshape(batch, -1, g_cols.shape[1]).transpose(1, 2)
+    return F.fold(cols, (height, width), layer.kernel_size, layer.dilation, layer.padding, layer.stride)
 
 
 def _is_conv(layer: HOTLayer) -> bool:
@@ -238,10 +266,7 @@ def layer_backward(
     if g_x is None:
         g_x = empty
     elif conv:
-        batch, _, height, width = x_shape
-        cols = g_x.reshape(batch, -1, g_x.shape[1]).transpose(1, 2)
-        g_x = F.fold(cols, (height, width), layer.kernel_size, layer.dilation, layer.padding, layer.stride)
-        g_x = g_x.to(x_dtype)
+        g_x = fold_grad_input(g_x, layer, x_shape).to(x_dtype)
     else:
         g_x = g_x.reshape(x_shape)
     g_w = empty.clone() if g_w is None else g_w.reshape(weight.shape).to(weight.dtype)

@@ -112,6 +112,11 @@ def _pad_k(a: torch.Tensor, b_t: torch.Tensor, multiple: int) -> tuple[torch.Ten
     return torch.nn.functional.pad(a, (0, pad)), torch.nn.functional.pad(b_t, (0, pad))
 
 
+def _scale_vector(scale: torch.Tensor, n: int) -> torch.Tensor:
+    """A 1-D scale of n entries: as it is, or one per-tensor scale repeated (row-wise ``_scaled_mm`` reads n)."""
+    return scale if scale.numel() == n else scale.expand(n).contiguous()
+
+
 def _reference_acc(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a @ b of int8 codes, exact (float64 holds every int32 sum), as int32."""
     return (a.double() @ b.double()).to(torch.int32)
@@ -226,15 +231,20 @@ class RealBackend:
             gemm = "cutlass"  # 8-bit codes: the INT8 sm80 GEMM is exact for any int8 (it also runs on sm_90)
         if gemm == "cublas" and n % 16 == 0 and m > 0:
             kp = _round_up(k, 16)
-            # Row-wise scales fold the dequantisation into the GEMM's epilogue (no pass over the fp32
-            # output): the reference's (acc · row) · (col / block) up to fp32 rounding of the scale
-            # products (measured at most 1.9e-7 relative).
-            col_block = col / torch.full((), float(block), device=col.device)
+            # The scales fold the dequantisation into the GEMM's epilogue (no pass over the fp32 output): the
+            # reference's (acc · row) · (col / block) up to fp32 rounding of the scale products (measured at most
+            # 1.9e-7 relative). Two per-tensor scales are the tensor-wise recipe, which takes them as they are;
+            # otherwise both are row-wise vectors. block is a power of two: · (1 / block) is / block exactly.
+            col_block = col * (1.0 / block)
+            if row.numel() == 1 and col.numel() == 1:
+                scale_a, scale_b = row.reshape(()), col_block.reshape(())
+            else:
+                scale_a, scale_b = _scale_vector(row, m).reshape(m, 1), _scale_vector(col_block, n).reshape(1, n)
             return torch._scaled_mm(
                 self._e4m3(a, kp),
                 self._e4m3(b_t, kp).t(),
-                scale_a=row.expand(m).reshape(m, 1).contiguous(),
-                scale_b=col_block.expand(n).reshape(1, n).contiguous(),
+                scale_a=scale_a,
+                scale_b=scale_b,
                 out_dtype=out_dtype,  # the epilogue rounds once to the output type: no float32 pass
                 use_fast_accum=False,
             )

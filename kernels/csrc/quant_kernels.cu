@@ -152,6 +152,7 @@ __global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t cols, 
   }
   const float s = absmax_to_scale(block_max(amax), qmax);
   if (threadIdx.x == 0) scale[row] = s;
+  const Scale sc = scale_of(s);
   for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
     float v[N];
     load_contiguous<T, N>(src + c * N, v);
@@ -159,7 +160,7 @@ __global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t cols, 
     int8_t q[N];
     const uint64_t base = static_cast<uint64_t>(row * cols + c * N);
 #pragma unroll
-    for (int k = 0; k < N; ++k) q[k] = stochastic_code(v[k], s, hash_uniform(base + k, key), qmax);
+    for (int k = 0; k < N; ++k) q[k] = stochastic_code(v[k], sc, hash_uniform(base + k, key), qmax);
     to_operand(q, fp8);
     store_codes<N>(codes + row * cols + c * N, q);
   }
@@ -187,6 +188,7 @@ __global__ void hq_grad_output_quantize(const T* __restrict__ g, int64_t chunks,
                                         float* __restrict__ scale) {
   const float s = absmax_to_scale(__uint_as_float(*amax_bits), qmax);
   if (blockIdx.x == 0 && threadIdx.x == 0) *scale = s;
+  const Scale sc = scale_of(s);
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < chunks;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float v[N];
@@ -195,7 +197,7 @@ __global__ void hq_grad_output_quantize(const T* __restrict__ g, int64_t chunks,
     int8_t q[N];
     const uint64_t base = static_cast<uint64_t>(c * N);
 #pragma unroll
-    for (int k = 0; k < N; ++k) q[k] = stochastic_code(v[k], s, hash_uniform(base + k, key), qmax);
+    for (int k = 0; k < N; ++k) q[k] = stochastic_code(v[k], sc, hash_uniform(base + k, key), qmax);
     to_operand(q, fp8);
     store_codes<N>(codes + c * N, q);
   }
@@ -298,7 +300,7 @@ __global__ void sawb_finish(const double* partials, int count, double numel, boo
 template <typename T, int N>
 __global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t in_cols, int qmax,
                                 const float* __restrict__ scale, bool fp8, int8_t* __restrict__ codes_t) {
-  const float s = *scale;
+  const Scale sc = scale_of(*scale);
   const int64_t work = groups * in_cols, out_rows = groups * N;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < work;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -308,7 +310,7 @@ __global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t
     butterfly<N>(v);
     int8_t q[N];
 #pragma unroll
-    for (int k = 0; k < N; ++k) q[k] = nearest_code(v[k], s, qmax);
+    for (int k = 0; k < N; ++k) q[k] = nearest_code(v[k], sc, qmax);
     to_operand(q, fp8);
     store_codes<N>(codes_t + col * out_rows + g * N, q);
   }
@@ -480,6 +482,7 @@ __device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh,
     if (sb >= sh.sblocks || c >= sh.channels) continue;
     const float s = per_channel ? absmax_to_scale(__uint_as_float(amax_bits[c]), qmax) : s_tensor;
     if (per_channel && sb == 0) scale[c] = s;
+    const Scale sc = scale_of(s);
     const float* src = tile + lb * HlaTile<Vec>::kStride + lc;
     // A window unit writes its rank rows, a prefix unit one (all its kept rows hold the same value).
     int64_t row0;
@@ -491,8 +494,8 @@ __device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh,
     for (int j = 0; j < kHla; ++j) {
       if (j < count) {
         const float x = src[rows.row[j] * kCols];
-        const int8_t q = stochastic ? stochastic_code(x, s, hash_uniform(index + j * sh.channels, key), qmax)
-                                    : nearest_code(x, s, qmax);
+        const int8_t q = stochastic ? stochastic_code(x, sc, hash_uniform(index + j * sh.channels, key), qmax)
+                                    : nearest_code(x, sc, qmax);
         w[j / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(q)) << (8 * (j % 4));
       }
     }
@@ -670,11 +673,12 @@ __global__ void __launch_bounds__(kHlaThreads)
     if (hla_slot(sh, u, k, token)) {
       const float s = q.hq_per_token ? absmax_to_scale(__uint_as_float(q.hq_amax[token]), q.hq_qmax) : s_tensor;
       if (writes_scale) q.hq_scale[token] = s;
+      const Scale sc = scale_of(s);
       const uint64_t base = static_cast<uint64_t>(token * sh.channels + c);
       float value[kHqVec];
 #pragma unroll
       for (int i = 0; i < kHqVec; ++i) {
-        value[i] = stochastic_code_value(r[i], s, hash_uniform(base + i, q.hq_key), q.hq_qmax);
+        value[i] = stochastic_code_value(r[i], sc, hash_uniform(base + i, q.hq_key), q.hq_qmax);
       }
       int8_t code[kHqVec];
       operand_bytes(value, q.fp8, code);

@@ -54,6 +54,40 @@ HOT_HD float sqrt_rn(float a) {
 #endif
 }
 
+HOT_HD float fma_rn(float a, float b, float c) {
+#ifdef __CUDA_ARCH__
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fmaf(a, b, c);
+#endif
+}
+
+HOT_HD float rcp_rn(float a) {
+#ifdef __CUDA_ARCH__
+  return __frcp_rn(a);
+#else
+  return 1.0f / a;
+#endif
+}
+
+// A quantiser's scale with its correctly rounded reciprocal, made once per scale: dividing each element by it
+// is then a multiply and two FMAs instead of an IEEE division.
+struct Scale {
+  float s, r;
+};
+
+HOT_HD Scale scale_of(float s) { return Scale{s, rcp_rn(s)}; }
+
+// v / s correctly rounded, as div_rn. Markstein: q = RN(v·r) is within an ulp of v/s, the FMA gives v − q·s
+// exactly while that residual is not subnormal (|v| ≥ 2^-100 keeps it clear), and RN(q + (v − q·s)·r) is then
+// RN(v / s). Tiny v and huge quotients (neither occurs in a quantiser but for all-but-underflowed tensors) take
+// the IEEE division.
+HOT_HD float div_scale(float v, const Scale& sc) {
+  const float q = mul_rn(v, sc.r);
+  if (!(fabsf(v) >= 0x1p-100f && fabsf(q) < 0x1p100f)) return div_rn(v, sc.s);
+  return fma_rn(fma_rn(-q, sc.s, v), sc.r, q);
+}
+
 HOT_HD uint32_t fmix32(uint32_t h) {
   h ^= h >> 16;
   h *= 0x85EBCA6Bu;
@@ -99,16 +133,16 @@ HOT_HD float clamp_code(float q, int qmax) {
 }
 
 // q = floor(v / s + u), clamped, as an integer-valued float (the e4m3 conversion takes it directly).
-HOT_HD float stochastic_code_value(float v, float scale, float u, int qmax) {
-  return clamp_code(floorf(add_rn(div_rn(v, scale), u)), qmax);
+HOT_HD float stochastic_code_value(float v, const Scale& scale, float u, int qmax) {
+  return clamp_code(floorf(add_rn(div_scale(v, scale), u)), qmax);
 }
 
-HOT_HD int8_t stochastic_code(float v, float scale, float u, int qmax) {
+HOT_HD int8_t stochastic_code(float v, const Scale& scale, float u, int qmax) {
   return static_cast<int8_t>(stochastic_code_value(v, scale, u, qmax));
 }
 
-HOT_HD int8_t nearest_code(float v, float scale, int qmax) {
-  return static_cast<int8_t>(clamp_code(rintf(div_rn(v, scale)), qmax));  // torch.round: half to even
+HOT_HD int8_t nearest_code(float v, const Scale& scale, int qmax) {
+  return static_cast<int8_t>(clamp_code(rintf(div_scale(v, scale)), qmax));  // torch.round: half to even
 }
 
 // The e4m3 byte of an integer-valued float code (every integer in -16..16 is exact in e4m3).

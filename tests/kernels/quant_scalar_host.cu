@@ -4,6 +4,7 @@
 //   stochastic qmax i32, n u64, n (v, s, u) f32 triples -> n i8    stochastic_code, then n f32 stochastic_code_value
 //   nearest    qmax i32, n u64, n (v, s) f32 pairs      -> n i8    nearest_code
 //   scale      qmax i32, n u64, n amax f32              -> n f32   absmax_to_scale
+//   divide     n u64, n (v, s) f32 pairs                -> n f32   div_scale(v, scale_of(s))
 //   e4m3       n u64 (even), n codes f32                -> n u8    e4m3_of_code, then n u8 from e4m3x2_of_codes
 //   sawb       qmax i32, sawb4 i32, numel f64, n u64, n (sum b², sum |b|, max |b|) f64 triples
 //                                                       -> 1 f32   sawb_scale_from_partials
@@ -51,7 +52,7 @@ void write_many(const std::vector<T>& values) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: quant_scalar_host uniform|stochastic|nearest|scale|e4m3|sawb|windows < input\n");
+    std::fprintf(stderr, "usage: quant_scalar_host uniform|stochastic|nearest|divide|scale|e4m3|sawb|windows < input\n");
     return 2;
   }
   const char* op = argv[1];
@@ -71,14 +72,20 @@ int main(int argc, char** argv) {
     for (uint64_t i = 0; i < n; ++i) {
       if (stochastic) {
         const float v = in[3 * i], s = in[3 * i + 1], u = in[3 * i + 2];
-        codes[i] = hot::stochastic_code(v, s, u, qmax);
-        values[i] = hot::stochastic_code_value(v, s, u, qmax);
+        codes[i] = hot::stochastic_code(v, hot::scale_of(s), u, qmax);
+        values[i] = hot::stochastic_code_value(v, hot::scale_of(s), u, qmax);
       } else {
-        codes[i] = hot::nearest_code(in[2 * i], in[2 * i + 1], qmax);
+        codes[i] = hot::nearest_code(in[2 * i], hot::scale_of(in[2 * i + 1]), qmax);
       }
     }
     write_many(codes);
     write_many(values);
+  } else if (!std::strcmp(op, "divide")) {
+    const auto n = read_one<uint64_t>();
+    const auto in = read_many<float>(2 * n);
+    std::vector<float> quotient(n);
+    for (uint64_t i = 0; i < n; ++i) quotient[i] = hot::div_scale(in[2 * i], hot::scale_of(in[2 * i + 1]));
+    write_many(quotient);
   } else if (!std::strcmp(op, "scale")) {
     const auto qmax = read_one<int32_t>();
     const auto amax = read_many<float>(read_one<uint64_t>());

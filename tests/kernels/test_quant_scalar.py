@@ -174,3 +174,33 @@ def test_window_index_map_is_the_reference(host, prefix, height, width, spatial,
     assert proj_rows == projected_rows(samples * windows.tokens, windows, rank)
     got = [(int(u[0]), int(u[1]), u[2:].tolist()) for u in out[2:].reshape(units, 18)]
     assert got == _reference_units(windows, samples, rank)
+
+
+def _division_cases(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Quotients v / s of the quantisers' kind and the hard cases of division by a reciprocal: exponents down to
+    subnormal v, significands of all ones and of a single one, exact quotients, halfway-like ones."""
+    rng = np.random.default_rng(seed)
+    v = (rng.standard_normal(n) * np.exp2(rng.integers(-140, 60, n))).astype(np.float32)
+    s = (rng.random(n) + 0.5).astype(np.float32) * np.exp2(rng.integers(-70, 70, n)).astype(np.float32)
+    ones = np.float32(2.0) - np.float32(2.0**-23)  # significand 1.111…1
+    s[::7] = ones * np.exp2(rng.integers(-40, 40, s[::7].shape)).astype(np.float32)
+    v[1::7] = (ones * np.exp2(rng.integers(-40, 40, v[1::7].shape))).astype(np.float32)
+    s[2::7] = np.exp2(rng.integers(-40, 40, s[2::7].shape)).astype(np.float32)  # powers of two: exact reciprocal
+    v[3::7] = (rng.integers(-127, 128, v[3::7].shape) * s[3::7]).astype(np.float32)  # v / s integral or nearly
+    v[4::7] = ((rng.integers(-127, 127, v[4::7].shape) + 0.5) * s[4::7]).astype(np.float32)  # near halfway codes
+    s[5::7] = (np.float32(1.0) + np.float32(2.0**-23) * rng.integers(1, 64, s[5::7].shape)).astype(np.float32)
+    return v, s
+
+
+def test_division_by_a_scale_is_ieee_division(host) -> None:
+    """div_scale (a multiply by the scale's reciprocal and an FMA correction, IEEE division for tiny v) gives
+    IEEE v / s bit for bit for every finite quotient; the quantisers' codes rest on it."""
+    for seed in range(3):
+        v, s = _division_cases(200_000, seed)
+        want = v / s
+        finite = np.isfinite(want)
+        pairs = np.stack([v, s], axis=1).astype(np.float32)
+        out = host("divide", struct.pack("<Q", len(v)) + pairs.tobytes())
+        got = np.frombuffer(out, dtype=np.float32)
+        wrong = np.flatnonzero(finite & (got.view(np.uint32) != want.view(np.uint32)))
+        assert wrong.size == 0, [(float(v[i]), float(s[i]), float(got[i]), float(want[i])) for i in wrong[:5]]

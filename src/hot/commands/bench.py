@@ -54,7 +54,7 @@ from ..bench.report import (
     step_summary,
     summary_lines,
 )
-from ..bench.step import STEP_MODEL, STEP_VARIANTS, free_memory, step_variant
+from ..bench.step import STEP_CLASSES, STEP_MODEL, STEP_VARIANTS, free_memory, step_variant
 from ..bench.step_worker import measure_in_fresh_process
 from ..bench.timing import copy_bandwidth
 from ..config import GEMMS, HOTConfig
@@ -199,7 +199,7 @@ def _layers_and_kernels(args: argparse.Namespace, payload: dict[str, Any], save:
 def _steps(args: argparse.Namespace, payload: dict[str, Any], save: Callable[[], None]) -> None:
     step: dict[str, Any] = {
         "model": STEP_MODEL,
-        "num_classes": 100,
+        "num_classes": STEP_CLASSES,
         "batch": args.batch,
         "image_size": 224,
         "optimizer": "AdamW(lr=1e-4)",

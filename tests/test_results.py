@@ -1,3 +1,4 @@
+import datetime
 import json
 import subprocess
 
@@ -61,3 +62,35 @@ def test_environment_names_versions_and_the_kernels_status():
     assert env["hot_kernels"] == "available" or env["hot_kernels"].startswith("unavailable: backend 'real' needs")
     json.dumps(env)  # it goes into results files as is
     assert ("gpu_capability" in env) == torch.cuda.is_available()
+
+
+def test_git_revision_and_tracked_files_of_a_checkout(tmp_path):
+    def git(*arguments: str) -> None:
+        subprocess.run(
+            ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *arguments], check=True
+        )
+
+    git("init", "-q")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "kept.json").write_text("1")
+    (tmp_path / "sub" / "new.json").write_text("2")
+    git("add", "sub/kept.json")
+    git("commit", "-q", "-m", "one")
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert results.git_revision(tmp_path / "sub") == {"commit": head.strip(), "dirty": False}  # untracked: clean
+    assert results.git_toplevel(tmp_path / "sub").resolve() == tmp_path.resolve()
+    assert results.git_tracked(tmp_path / "sub") == {(tmp_path / "sub" / "kept.json").resolve()}
+    (tmp_path / "sub" / "kept.json").write_text("3")
+    assert results.git_revision(tmp_path)["dirty"] is True
+    outside = tmp_path.parent / f"{tmp_path.name}-not-a-checkout"
+    outside.mkdir()
+    assert results.git_revision(outside) == {"commit": None, "dirty": None}
+    assert results.git_toplevel(outside) is None and results.git_tracked(outside) is None
+
+
+def test_environment_records_the_commit_and_the_date():
+    env = results.environment()
+    assert env["git_commit"] == results.git_revision()["commit"] and "git_dirty" in env
+    recorded = datetime.datetime.fromisoformat(env["date"])
+    assert recorded.tzinfo is not None
+    assert abs((datetime.datetime.now(datetime.UTC) - recorded).total_seconds()) < 60

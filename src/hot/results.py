@@ -8,6 +8,7 @@ it, flushed to disk and renamed over it. A process killed mid-write leaves its t
 from __future__ import annotations
 
 import csv
+import datetime
 import io
 import json
 import os
@@ -73,6 +74,11 @@ def write_status(path: Path | str, status: str, env: Mapping[str, Any]) -> None:
     print(f"{status}; wrote {path}")
 
 
+def error_text(err: BaseException) -> str:
+    """An exception as a results file records it in place of a measurement: its type and message, bounded."""
+    return f"{type(err).__name__}: {err}"[:2000]
+
+
 def remove_stale_temporaries(directory: Path) -> None:
     """Delete temporary files of :func:`write_atomic` whose writer no longer runs (killed while writing)."""
     for path in directory.iterdir():
@@ -112,6 +118,44 @@ def _driver() -> str | None:
         return None
 
 
+def git_revision(directory: Path | str | None = None) -> dict[str, Any]:
+    """The commit checked out where ``directory`` (default: this package's source) lies, and whether tracked files
+    differ from it: ``{"commit": None, "dirty": None}`` outside a git checkout or without git."""
+    where = Path(directory) if directory is not None else Path(__file__).resolve().parent
+    try:
+        commit = _git(where, "rev-parse", "HEAD")
+        dirty = bool(_git(where, "status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    return {"commit": commit, "dirty": dirty}
+
+
+def git_toplevel(directory: Path | str | None = None) -> Path | None:
+    """The root of the git checkout holding ``directory`` (default: this package's source), None outside one."""
+    where = Path(directory) if directory is not None else Path(__file__).resolve().parent
+    try:
+        return Path(_git(where, "rev-parse", "--show-toplevel"))
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def git_tracked(directory: Path | str) -> set[Path] | None:
+    """The files under ``directory`` that git tracks (resolved paths), None outside a git checkout or without git."""
+    directory = Path(directory).resolve()
+    try:
+        listed = _git(directory, "ls-files", "-z", "--", ".")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {(directory / name).resolve() for name in listed.split("\0") if name}
+
+
+def _git(directory: Path, *arguments: str) -> str:
+    run = subprocess.run(
+        ["git", "-C", str(directory), *arguments], capture_output=True, text=True, check=True, timeout=30
+    )
+    return run.stdout.strip()
+
+
 def kernels_status() -> str:
     """``available``, or ``unavailable: <why>`` (the real backend's ops not built or not loadable)."""
     from .backends.real import load_ops
@@ -124,7 +168,7 @@ def kernels_status() -> str:
 
 
 def environment() -> dict[str, Any]:
-    """Versions, the machine and its GPU: recorded in every results file."""
+    """Versions, the code's commit, the machine and its GPU, and when: recorded in every results file."""
     import torch
 
     from . import __version__
@@ -139,6 +183,8 @@ def environment() -> dict[str, Any]:
         "cpu": platform.processor() or platform.machine(),
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "hot_kernels": kernels_status(),
+        **{f"git_{k}": v for k, v in git_revision().items()},
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     if torch.cuda.is_available():
         major, minor = torch.cuda.get_device_capability(0)

@@ -1,6 +1,10 @@
-"""Byte counts, bandwidth fractions and the verdicts against the benchmark's targets, by hand."""
+"""Byte counts, bandwidth fractions, the verdicts against the benchmark's targets and the comparison of two runs,
+by hand."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -48,3 +52,102 @@ def test_step_summary_ratios_and_targets() -> None:
     }
     skipped = report.step_summary({**variants, "torchao_float8": {"skipped": "torchao is not importable"}})
     assert skipped["targets"]["hot"]["faster_than_torchao_float8"] is None
+
+
+def _run(date: str, step_ms: dict[str, float], speedups: dict[str, float] | None = None, **settings: object) -> dict:
+    variants = {name: {"step_ms": ms, "peak_memory_gib": 8.0} for name, ms in step_ms.items()}
+    layers = {name: {"hot_backward_us": 100.0 / s, "speedup_vs_bf16": s} for name, s in (speedups or {}).items()}
+    return {
+        "status": "measured",
+        "environment": {"gpu": "NVIDIA H100 80GB HBM3", "git_commit": "0123456789abcdef", "date": date},
+        "settings": {"batch": 128, "steps": 20, **settings},
+        "step": {"variants": variants},
+        **({"layers": layers} if layers else {}),
+    }
+
+
+def test_result_names_carry_the_gpu_and_the_commit() -> None:
+    assert report.gpu_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert report.gpu_slug("NVIDIA GeForce RTX 4090 (laptop)") == "nvidia-geforce-rtx-4090-laptop"
+    assert report.gpu_slug(None) == "no-gpu"
+    name = report.result_name("NVIDIA H200", "5d903a2b1c0e9f8a", False)
+    assert name == "bench_nvidia-h200_5d903a2b1c.json"
+    assert report.result_name("NVIDIA H200", "5d903a2b1c0e9f8a", True) == "bench_nvidia-h200_5d903a2b1c-dirty.json"
+    assert report.result_name(None, None, None) == "bench_no-gpu_unknown.json"
+
+
+def test_compare_flags_what_got_worse_by_more_than_ten_percent() -> None:
+    old = _run("2026-11-25T10:00:00+00:00", {"bf16": 54.0, "hot": 121.4, "hot_compile": 100.0}, {"qkv": 0.5})
+    new = _run("2026-11-26T10:00:00+00:00", {"bf16": 59.5, "hot": 78.0, "torchao_float8": 53.3}, {"qkv": 0.45})
+    new["step"]["variants"]["hot"]["peak_memory_gib"] = 8.8  # 1.1× exactly: not more than 10 % worse
+    new["layers"]["proj"] = {"error": "RuntimeError: no"}
+    rows = {r["metric"]: r for r in report.compare(old, new)}
+    bf16 = rows["step.bf16.step_ms"]  # 59.5 / 54 = 1.102: slower by more than 10 %
+    assert bf16["old"] == 54.0 and bf16["new"] == 59.5 and bf16["ratio"] == pytest.approx(59.5 / 54.0)
+    assert bf16["regressed"] is True
+    assert rows["step.hot.step_ms"]["regressed"] is False and rows["step.hot.step_ms"]["ratio"] < 1
+    assert rows["step.hot.peak_memory_gib"]["regressed"] is False
+    # a speedup is better higher: 0.45 after 0.5 is 1 / 0.9 = 1.11× worse
+    assert rows["layers.qkv.speedup_vs_bf16"]["regressed"] is True
+    assert rows["layers.qkv.hot_backward_us"]["ratio"] == pytest.approx(0.5 / 0.45)
+    assert rows["layers.qkv.hot_backward_us"]["regressed"] is True
+    assert rows["step.torchao_float8.step_ms"] == {
+        "metric": "step.torchao_float8.step_ms",
+        "old": None,
+        "new": 53.3,
+        "ratio": None,
+        "regressed": None,
+    }
+    assert rows["step.hot_compile.step_ms"]["new"] is None and rows["step.hot_compile.step_ms"]["regressed"] is None
+    assert not any(m.startswith("layers.proj") for m in rows)  # an error contributes no metric
+    order = [r["metric"] for r in report.compare(old, new)]
+    assert order.index("step.torchao_float8.step_ms") < order.index("step.hot_compile.step_ms")  # new first
+    improved = report.compare(old, _run("d", {"bf16": 59.0}, {"qkv": 0.46}))
+    assert not any(r["regressed"] for r in improved)  # 59 / 54 = 1.093 and 0.5 / 0.46 = 1.087
+
+
+def test_comparison_lines_show_old_new_ratio_and_the_flags() -> None:
+    old = _run("2026-11-25T10:00:00+00:00", {"bf16": 54.0, "hot_compile": 100.0}, gemm="auto")
+    new = _run("2026-11-26T10:00:00+00:00", {"bf16": 60.0, "hot": 78.0}, gemm="cublas")
+    lines = report.comparison_lines(report.compare(old, new), "kernels/results/old.json", old, new)
+    assert lines[0].startswith("compared with kernels/results/old.json (commit 0123456789abcdef, 2026-11-25T10:00")
+    assert [line for line in lines if "settings differ" in line] == [
+        "  settings differ: gemm 'auto' then, 'cublas' now"
+    ]
+    row = next(line for line in lines if line.startswith("step.bf16.step_ms "))
+    assert row.split() == ["step.bf16.step_ms", "54.00", "60.00", "1.11", "REGRESSED"]
+    assert next(line for line in lines if line.startswith("step.hot.step_ms ")).split()[1:] == [
+        "-",
+        "78.00",
+        "-",
+        "new",
+    ]
+    gone = next(line for line in lines if line.startswith("step.hot_compile.step_ms "))
+    assert gone.endswith("not measured now")
+
+
+def _save(directory: Path, name: str, payload: dict) -> Path:
+    path = directory / name
+    path.write_text(json.dumps(payload))
+    return path
+
+
+def test_previous_run_is_the_newest_tracked_run_on_the_same_gpu(tmp_path: Path) -> None:
+    older = _save(tmp_path, "bench_nvidia-h100-80gb-hbm3_aaaa.json", _run("2026-11-20T00:00:00+00:00", {"hot": 1}))
+    newer = _save(tmp_path, "bench_nvidia-h100-80gb-hbm3_bbbb.json", _run("2026-11-25T00:00:00+00:00", {"hot": 2}))
+    untracked = _save(tmp_path, "bench_nvidia-h100-80gb-hbm3_cccc.json", _run("2026-11-26T00:00:00+00:00", {}))
+    other_gpu = _save(tmp_path, "bench_nvidia-h100-80gb-hbm3-pcie_dddd.json", _run("2026-11-27T00:00:00+00:00", {}))
+    broken = tmp_path / "bench_nvidia-h100-80gb-hbm3_eeee.json"
+    broken.write_text("{not json")
+    current = tmp_path / "bench_nvidia-h100-80gb-hbm3_ffff.json"
+    gpu = "NVIDIA H100 80GB HBM3"
+    tracked = {p.resolve() for p in (older, newer, other_gpu, broken)}
+    path, payload = report.previous_run(tmp_path, gpu, current, tracked)
+    assert path == newer and payload["step"]["variants"]["hot"]["step_ms"] == 2
+    # without git: the newest other file of that GPU, tracked or not, but not the one this run writes
+    assert report.previous_run(tmp_path, gpu, current, None)[0] == untracked
+    assert report.previous_run(tmp_path, gpu, untracked, None)[0] == newer
+    # a committed run of this very commit is the one to compare with (read before it is overwritten)
+    assert report.previous_run(tmp_path, gpu, newer, tracked)[0] == newer
+    assert report.previous_run(tmp_path, "NVIDIA H200", current, None) is None
+    assert report.previous_run(tmp_path, gpu, current, set()) is None

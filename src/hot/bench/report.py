@@ -1,8 +1,18 @@
-"""The targets of ``hot bench`` (issue: HOT faster than bf16 on Hopper), the verdicts against them and the summary
-table printed after a run."""
+"""The targets of ``hot bench`` (issue: HOT faster than bf16 on Hopper), the verdicts against them, the summary
+table printed after a run, and the comparison with the last committed run on the same GPU.
+
+Runs are kept as ``kernels/results/bench_<gpu slug>_<short commit>.json`` (:func:`result_name`). The comparison
+(:func:`compare`) takes every metric of :func:`comparison_metrics` present in either run and flags one as regressed
+where it got worse by more than :data:`REGRESSION_THRESHOLD`: a time or memory that grew past 1.1× the old value,
+a speedup that fell below the old one / 1.1.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 LAYER_TARGETS = {"qkv": 1.6, "proj": 1.2, "fc1": 1.6, "fc2": 1.6}  # bf16_us / hot_backward_us
@@ -10,6 +20,8 @@ BANDWIDTH_TARGET = 0.8  # fraction of copy bandwidth for the memory-bound quanti
 STEP_BASELINE = "bf16_compile"
 STEP_SPEEDUP_TARGET = 1.15  # bf16_compile step time / HOT step time
 STEP_MEMORY_TARGET = 0.7  # HOT peak memory / bf16_compile peak memory
+REGRESSION_THRESHOLD = 0.10  # a metric worse than the last committed run's by more than this fraction is flagged
+COMPARED_SETTINGS = ("batch", "steps", "warmup_steps", "seed", "gemm", "fused_grad_output")
 
 
 def meets(value: float | None, target: float, higher_is_better: bool = True) -> bool | None:
@@ -101,6 +113,12 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
                 )
             else:
                 lines.append(f"{name:<15} {str(v.get('skipped') or v.get('error'))[:100]}")
+            if "hot" in v:
+                h = v["hot"]
+                lines.append(
+                    f"{'':<15} {h['converted_layers']} HOT layers {h['converted_by_type']}, "
+                    f"head {'converted' if h['head_converted'] else 'exact'}"
+                )
         for name, t in step.get("targets", {}).items():
             lines.append(f"targets {name}: {t}")
     eq = payload.get("equivalence")
@@ -113,4 +131,106 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
                 f"{eq['passed']}), accuracy {[r['held_out_accuracy'] for r in eq['runs']]}, "
                 f"code mismatches {eq.get('code_mismatches')}"
             )
+    return lines
+
+
+# --------------------------------------------------------------------------------------------- runs compared
+
+
+def gpu_slug(gpu: str | None) -> str:
+    """``NVIDIA H100 80GB HBM3`` -> ``nvidia-h100-80gb-hbm3``; ``no-gpu`` for None."""
+    return re.sub(r"[^a-z0-9]+", "-", (gpu or "no gpu").lower()).strip("-")
+
+
+def result_name(gpu: str | None, commit: str | None, dirty: bool | None = False) -> str:
+    """The file name a run is kept under: GPU, short commit (``-dirty`` where tracked files differ from it)."""
+    short = commit[:10] if commit else "unknown"
+    return f"bench_{gpu_slug(gpu)}_{short}{'-dirty' if dirty else ''}.json"
+
+
+def comparison_metrics(payload: dict[str, Any]) -> dict[str, tuple[float, bool]]:
+    """Every compared metric of a run: name -> (value, lower is better). Step time and peak memory per step
+    variant; per ViT-B layer HOT's backward time and its speedup over bf16 (errors and skips contribute nothing)."""
+    metrics: dict[str, tuple[float, bool]] = {}
+    variants = payload.get("step", {}).get("variants", {})
+    for name, v in variants.items():
+        for key in ("step_ms", "peak_memory_gib"):
+            if isinstance(v, dict) and isinstance(v.get(key), int | float):
+                metrics[f"step.{name}.{key}"] = (float(v[key]), True)
+    for name, layer in payload.get("layers", {}).items():
+        if not isinstance(layer, dict):
+            continue
+        for key, lower_is_better in (("hot_backward_us", True), ("speedup_vs_bf16", False)):
+            if isinstance(layer.get(key), int | float):
+                metrics[f"layers.{name}.{key}"] = (float(layer[key]), lower_is_better)
+    return metrics
+
+
+def compare(old: dict[str, Any], new: dict[str, Any], threshold: float = REGRESSION_THRESHOLD) -> list[dict[str, Any]]:
+    """One row per metric of either run: ``old``, ``new`` (None where that run lacks it), ``ratio`` new / old and
+    ``regressed`` (None where a side is missing), in the new run's order, then the metrics only the old run has."""
+    before, after = comparison_metrics(old), comparison_metrics(new)
+    rows = []
+    for metric in [*after, *(m for m in before if m not in after)]:
+        old_value, lower_is_better = before.get(metric, (None, True))
+        new_value, lower_is_better = after.get(metric, (None, lower_is_better))
+        ratio = regressed = None
+        if old_value is not None and new_value is not None and old_value > 0 and new_value > 0:
+            ratio = new_value / old_value
+            regressed = (ratio if lower_is_better else 1 / ratio) > 1 + threshold
+        rows.append({"metric": metric, "old": old_value, "new": new_value, "ratio": ratio, "regressed": regressed})
+    return rows
+
+
+def previous_run(
+    directory: Path, gpu: str | None, current: Path, tracked: set[Path] | None
+) -> tuple[Path, dict[str, Any]] | None:
+    """The run to compare with, read: the newest (by its recorded date) ``bench_<gpu slug>_*.json`` in ``directory``
+    that git tracks, or, where ``tracked`` is None (no git), the newest such file other than ``current``."""
+    found = []
+    for path in Path(directory).glob(f"bench_{gpu_slug(gpu)}_*.json"):
+        resolved = path.resolve()
+        if (resolved not in tracked) if tracked is not None else resolved == Path(current).resolve():
+            continue
+        try:
+            payload = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(payload, dict):
+            date = payload.get("environment", {}).get("date") or ""
+            found.append((str(date), path.stat().st_mtime, path, payload))
+    if not found:
+        return None
+    _, _, path, payload = max(found, key=lambda item: item[:2])
+    return path, payload
+
+
+def settings_differences(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The settings that make two runs' numbers incomparable, where they differ: name -> (old, new)."""
+    a, b = old.get("settings", {}), new.get("settings", {})
+    return {k: (a.get(k), b.get(k)) for k in COMPARED_SETTINGS if a.get(k) != b.get(k)}
+
+
+def comparison_lines(
+    rows: Iterable[dict[str, Any]], against: str, old: dict[str, Any], new: dict[str, Any]
+) -> list[str]:
+    """The comparison as a table: metric, old, new, new / old, and ``REGRESSED`` where it is flagged."""
+    env = old.get("environment", {})
+    lines = [
+        f"compared with {against} (commit {env.get('git_commit') or '?'}, {env.get('date') or 'undated'}); "
+        f"REGRESSED: worse by more than {REGRESSION_THRESHOLD:.0%}"
+    ]
+    for name, (was, now) in settings_differences(old, new).items():
+        lines.append(f"  settings differ: {name} {was!r} then, {now!r} now")
+    lines.append(f"{'metric':<34} {'old':>10} {'new':>10} {'new/old':>8}")
+
+    def number(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    for r in rows:
+        flag = "not measured now" if r["new"] is None else "new" if r["old"] is None else ""
+        flag = "REGRESSED" if r["regressed"] else flag
+        lines.append(
+            f"{r['metric']:<34} {number(r['old']):>10} {number(r['new']):>10} {number(r['ratio']):>8}  {flag}".rstrip()
+        )
     return lines

@@ -6,6 +6,7 @@ import contextlib
 import gc
 import statistics
 import time
+from collections import Counter
 from typing import Any
 
 import torch
@@ -14,7 +15,10 @@ from torch import nn
 
 from ..config import HOTConfig
 
-STEP_VARIANTS = ("bf16", "bf16_compile", "torchao_float8", "hot", "hot_compile")
+STEP_MODEL = "vit_base_patch16_224"
+STEP_CLASSES = 100
+# hot_nohead: HOT eager with the classifier left exact, as torchao_float8 leaves it.
+STEP_VARIANTS = ("bf16", "bf16_compile", "torchao_float8", "hot", "hot_compile", "hot_nohead")
 
 
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, amp: bool) -> Any:
@@ -105,25 +109,55 @@ def free_memory() -> None:
             torch.cuda.empty_cache()
 
 
+def _is_head(fqn: str) -> bool:
+    return fqn == "head" or fqn.startswith("head.")
+
+
 def _torchao_filter(module: nn.Module, fqn: str) -> bool:
     # The classifier (100 classes) stays bf16; torchao's float8 GEMMs need both dims multiples of 16.
-    if fqn == "head" or fqn.startswith("head."):
+    if _is_head(fqn):
         return False
     return not isinstance(module, nn.Linear) or (module.in_features % 16 == 0 and module.out_features % 16 == 0)
 
 
+def _convert_hot(net: nn.Module, config: HOTConfig, keep_head: bool) -> dict[str, Any]:
+    """Converts ``net`` with ``config`` (the classifier left exact with ``keep_head``); returns what was converted."""
+    from ..convert import convert, hot_layers
+
+    convert(net, config, module_filter=(lambda name, _: not _is_head(name)) if keep_head else None)
+    layers = dict(hot_layers(net))
+    return {
+        "config": config.to_dict(),
+        "converted_layers": len(layers),
+        "converted_by_type": dict(Counter(type(layer).__name__ for layer in layers.values())),
+        "head_converted": any(_is_head(name) for name in layers),
+    }
+
+
 def step_variant(
-    variant: str, batch: int, steps: int, warmup: int, seed: int, hot: HOTConfig | None = None
+    variant: str,
+    batch: int,
+    steps: int,
+    warmup: int,
+    seed: int,
+    hot: HOTConfig | None = None,
+    *,
+    device: str = "cuda",
+    model_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One end-to-end ViT-B/16 variant from a fresh model (same seed), timed on the GPU. ``hot`` is the HOT
-    variants' config (default: real backend, ABC, LQS)."""
+    """One end-to-end variant from a fresh :data:`STEP_MODEL` (same seed), timed on ``device``. ``hot`` is the HOT
+    variants' config (default: real backend, ABC, LQS); ``model_kwargs`` go to ``timm.create_model`` (a smaller
+    ViT: ``img_size``, ``depth``, ``embed_dim``, ``num_heads``); the images are the model's input size."""
     import timm
 
+    if variant not in STEP_VARIANTS:
+        raise ValueError(f"unknown step variant {variant!r}; known step variants: {', '.join(STEP_VARIANTS)}")
     with contextlib.suppress(Exception):
         torch._dynamo.utils.counters.clear()
     torch.manual_seed(seed)
-    net = timm.create_model("vit_base_patch16_224", num_classes=100)
+    net = timm.create_model(STEP_MODEL, num_classes=STEP_CLASSES, **(model_kwargs or {}))
     compile_, lqs_ = variant.endswith("_compile") or variant == "torchao_float8", False
+    converted: dict[str, Any] | None = None
     if variant == "torchao_float8":
         try:
             from torchao.float8 import Float8LinearConfig, convert_to_float8_training
@@ -133,16 +167,18 @@ def step_variant(
         config = recipe("tensorwise") if recipe is not None else Float8LinearConfig()
         convert_to_float8_training(net, module_filter_fn=_torchao_filter, config=config)
     elif variant.startswith("hot"):
-        from ..convert import convert
-
-        convert(net, hot or HOTConfig(backend="real", abc=True, lqs=True, seed=seed))
-        lqs_ = True
-    net = net.cuda().train()
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    images = torch.randn(batch, 3, 224, 224, device="cuda", generator=gen)
-    labels = torch.randint(0, 100, (batch,), device="cuda", generator=gen)
+        config = hot or HOTConfig(backend="real", abc=True, lqs=True, seed=seed)
+        converted = _convert_hot(net, config, keep_head=variant == "hot_nohead")
+        lqs_ = config.lqs
+    net = net.to(device).train()
+    gen = torch.Generator(device=device).manual_seed(seed)
+    height, width = net.patch_embed.img_size
+    images = torch.randn(batch, 3, height, width, device=device, generator=gen)
+    labels = torch.randint(0, STEP_CLASSES, (batch,), device=device, generator=gen)
     result = time_training(net, images, labels, steps=steps, warmup=warmup, compile=compile_, calibrate_lqs=lqs_)
     result["compiled"] = compile_
+    if converted is not None:
+        result["hot"] = converted
     if compile_:
         with contextlib.suppress(Exception):  # graphs and graph breaks say whether torch.compile kept one graph
             counters = torch._dynamo.utils.counters

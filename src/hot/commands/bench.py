@@ -1,7 +1,11 @@
-"""``hot bench``: HOT against bf16 cuBLAS and torchao float8 on one Hopper GPU, every comparison in one process.
+"""``hot bench``: HOT against bf16 cuBLAS and torchao float8 on one Hopper GPU, in one JSON.
 
-Sections (``--sections``, default all), each a key of the one JSON written (atomically, after every section so a
-run cut short keeps what it measured):
+The JSON goes to ``kernels/results/bench_<gpu slug>_<short commit>.json`` of the checkout (``--out`` elsewhere),
+with the environment (GPU, versions, the code's git commit, the date) inside, rewritten atomically after every
+section so a run cut short keeps what it measured. The run ends with a summary and a comparison, metric by metric,
+with the last committed run on the same GPU (:mod:`hot.bench.report`), regressions of more than 10 % flagged.
+
+Sections (``--sections``, default the first four), each a key of the JSON:
 
 - ``copy_bandwidth`` (with ``layers`` or ``kernels``): a device-to-device copy of a large random bf16 buffer,
   GB/s of bytes read + written. The ceiling of any memory-bound quantiser.
@@ -13,8 +17,10 @@ run cut short keeps what it measured):
   what bf16 / HOT could reach if HOT's GEMMs ran at the measured FP8 rate and its g_y transform at copy bandwidth.
 - ``kernels``: the fused g_y quantiser's and ``pack_input``'s achieved bandwidth, as a fraction of the copy.
 - ``step`` (:mod:`hot.bench.step`): end-to-end ViT-B/16 training steps (AdamW, bf16 autocast): bf16 eager and
-  compiled, torchao float8 (tensorwise, compiled), HOT (real, ABC, LQS) eager and compiled; median step time and
-  peak memory.
+  compiled, torchao float8 (tensorwise, compiled), HOT (real, ABC, LQS) eager and compiled, and eager with the
+  classifier exact; median step time and peak memory. Each variant runs in a fresh Python process
+  (:mod:`hot.bench.step_worker`), as a training run would, so no variant inherits another's compiled graphs,
+  imports or allocator state; ``--step-in-process`` runs them one after another in this process instead.
 - ``equivalence`` (:mod:`hot.bench.equivalence`): a tiny ViT trained in fp32 with the fake and the real backend
   from the same weights on the same batches; their losses must agree to 1e-3 relative, and every code of the three
   quantisers must equal the CPU reference's.
@@ -38,14 +44,24 @@ import torch
 from ..backends import create_backend
 from ..bench.equivalence import code_mismatches, equivalence
 from ..bench.kernels import TOKENS, VIT_B_LAYERS, measure_layer, sm90_gemm_variants, stage_breakdown, vit_b_rows
-from ..bench.report import BANDWIDTH_TARGET, step_summary, summary_lines
-from ..bench.step import STEP_VARIANTS, free_memory, step_variant
+from ..bench.report import (
+    BANDWIDTH_TARGET,
+    compare,
+    comparison_lines,
+    gpu_slug,
+    previous_run,
+    result_name,
+    step_summary,
+    summary_lines,
+)
+from ..bench.step import STEP_CLASSES, STEP_MODEL, STEP_VARIANTS, free_memory, step_variant
+from ..bench.step_worker import measure_in_fresh_process
 from ..bench.timing import copy_bandwidth
 from ..config import GEMMS, HOTConfig
 from ..hla import TokenGrid
 from ..methods import HOTMethod, create_method
-from ..results import environment, write_json_atomic, write_status
-from ._arguments import split_list
+from ..results import environment, error_text, git_toplevel, git_tracked, write_json_atomic, write_status
+from ._arguments import positive_int, split_list
 
 SECTIONS = ("layers", "kernels", "step", "equivalence", "stages", "sm90_gemm")
 DEFAULT_SECTIONS = SECTIONS[:4]  # stages and sm90_gemm: the kernels' own breakdown, asked for by name
@@ -80,7 +96,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=list(DEFAULT_SECTIONS),
         help=f"comma-separated, of {','.join(SECTIONS)} (default: {','.join(DEFAULT_SECTIONS)})",
     )
-    parser.add_argument("--out", type=Path, default=Path("results/bench/hopper.json"), help="the JSON written")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="the JSON written (default: kernels/results/bench_<gpu>_<commit>.json of the checkout)",
+    )
+    parser.add_argument(
+        "--commit",
+        default=None,
+        help="the commit the default file name carries (default: git's, where the tree is a git checkout)",
+    )
     parser.add_argument("--batch", type=int, default=128, help="images per batch (layers: L = batch · 197)")
     parser.add_argument("--reps", type=int, default=50, help="timed CUDA-graph replays per kernel (median)")
     parser.add_argument("--warmup", type=int, default=10, help="untimed replays first")
@@ -93,6 +119,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--steps", type=int, default=20, help="timed training steps per variant (median)")
     parser.add_argument("--warmup-steps", type=int, default=5, help="untimed steps first (compilation happens here)")
+    parser.add_argument(
+        "--step-in-process",
+        action="store_true",
+        help="run the step variants one after another in this process (default: each in a fresh process)",
+    )
+    parser.add_argument(
+        "--step-timeout",
+        type=positive_int,
+        default=1800,
+        help="seconds a step variant's process may run before it is killed and recorded as an error",
+    )
     parser.add_argument("--equiv-steps", type=int, default=20, help="AdamW steps of the equivalence check")
     parser.add_argument("--equiv-batch", type=int, default=64, help="images per batch of the equivalence check")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random tensors, models and data")
@@ -111,16 +148,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def hot_config(args: argparse.Namespace) -> HOTConfig:
     """HOT as the benchmark runs it: real backend, ABC, the backend options given."""
-    return HOTConfig(
-        backend="real", abc=True, seed=args.seed, gemm=args.gemm, fused_grad_output=args.fused_grad_output
-    )
+    return HOTConfig(backend="real", abc=True, seed=args.seed, gemm=args.gemm, fused_grad_output=args.fused_grad_output)
 
 
 # --------------------------------------------------------------------------------------------- the run
-
-
-def _error(err: BaseException) -> str:
-    return f"{type(err).__name__}: {err}"[:2000]
 
 
 def _layers_and_kernels(args: argparse.Namespace, payload: dict[str, Any], save: Callable[[], None]) -> None:
@@ -148,7 +179,7 @@ def _layers_and_kernels(args: argparse.Namespace, payload: dict[str, Any], save:
                 args.seed,
             )
         except Exception as err:  # one layer failing (a kernel's shape limit, OOM) must not lose the others
-            layer = kernel = {"error": _error(err)}
+            layer = kernel = {"error": error_text(err)}
         if "layers" in args.sections:
             payload.setdefault("layers", {})[name] = layer
             if "error" in layer:
@@ -167,25 +198,32 @@ def _layers_and_kernels(args: argparse.Namespace, payload: dict[str, Any], save:
 
 def _steps(args: argparse.Namespace, payload: dict[str, Any], save: Callable[[], None]) -> None:
     step: dict[str, Any] = {
-        "model": "vit_base_patch16_224",
-        "num_classes": 100,
+        "model": STEP_MODEL,
+        "num_classes": STEP_CLASSES,
         "batch": args.batch,
         "image_size": 224,
         "optimizer": "AdamW(lr=1e-4)",
         "autocast": "bfloat16",
         "warmup_steps": args.warmup_steps,
         "steps": args.steps,
+        "isolation": "one process for all variants" if args.step_in_process else "a fresh process per variant",
         "variants": {},
     }
     payload["step"] = step
+    hot = hot_config(args).replace(lqs=True)
     for variant in args.step_variants:
-        try:
-            step["variants"][variant] = step_variant(
-                variant, args.batch, args.steps, args.warmup_steps, args.seed, hot_config(args).replace(lqs=True)
+        if args.step_in_process:
+            try:
+                step["variants"][variant] = step_variant(
+                    variant, args.batch, args.steps, args.warmup_steps, args.seed, hot
+                )
+            except Exception as err:  # one variant failing (compile, OOM) must not lose the others
+                step["variants"][variant] = {"error": error_text(err)}
+            free_memory()
+        else:  # a failing worker is its variant's error entry
+            step["variants"][variant] = measure_in_fresh_process(
+                variant, args.batch, args.steps, args.warmup_steps, args.seed, hot, timeout_s=args.step_timeout
             )
-        except Exception as err:  # one variant failing (compile, OOM) must not lose the others
-            step["variants"][variant] = {"error": _error(err)}
-        free_memory()
         v = step["variants"][variant]
         print(f"step {variant}: " + (f"{v['step_ms']:.1f} ms" if "step_ms" in v else str(v)[:300]), flush=True)
         step.update(step_summary(step["variants"]))
@@ -206,7 +244,7 @@ def _equivalence(args: argparse.Namespace, payload: dict[str, Any], save: Callab
             v for k, v in result["code_mismatches"].items() if k != "elements"
         )
     except Exception as err:
-        result = {"error": _error(err), "passed": False}
+        result = {"error": error_text(err), "passed": False}
     payload["equivalence"] = result
     print(f"equivalence: {'passed' if result['passed'] else 'FAILED'}", flush=True)
     free_memory()
@@ -224,14 +262,14 @@ def _kernel_breakdown(args: argparse.Namespace, payload: dict[str, Any], save: C
                     backend, int(rows[name]["O"]), int(rows[name]["I"]), args.batch * TOKENS, args.reps, args.warmup
                 )
             except Exception as err:  # one layer failing must not lose the others
-                payload["stages"][name] = {"error": _error(err)}
+                payload["stages"][name] = {"error": error_text(err)}
             free_memory()
             save()
     if "sm90_gemm" in args.sections:
         try:
             payload["sm90_gemm"] = sm90_gemm_variants(backend.ops, args.reps, args.warmup)
         except Exception as err:
-            payload["sm90_gemm"] = {"error": _error(err)}
+            payload["sm90_gemm"] = {"error": error_text(err)}
         free_memory()
         save()
 
@@ -242,8 +280,8 @@ def _run_sections(args: argparse.Namespace, payload: dict[str, Any], save: Calla
             _layers_and_kernels(args, payload, save)
         except Exception as err:  # the copy, or the real backend not loading: record it, go on to the rest
             for section in {"layers", "kernels"} & set(args.sections):
-                payload.setdefault(section, {})["error"] = _error(err)
-            print(f"layers/kernels: {_error(err)[:300]}", flush=True)
+                payload.setdefault(section, {})["error"] = error_text(err)
+            print(f"layers/kernels: {error_text(err)[:300]}", flush=True)
             free_memory()
             save()
     if "step" in args.sections:
@@ -255,15 +293,26 @@ def _run_sections(args: argparse.Namespace, payload: dict[str, Any], save: Calla
             _kernel_breakdown(args, payload, save)
         except Exception as err:  # the real backend not loading
             for section in {"stages", "sm90_gemm"} & set(args.sections):
-                payload[section] = {"error": _error(err)}
+                payload[section] = {"error": error_text(err)}
             save()
+
+
+def results_directory() -> Path:
+    """``kernels/results`` of the checkout holding this package, else of the working directory."""
+    root = git_toplevel()
+    return (root if root is not None and (root / "kernels").is_dir() else Path.cwd()) / "kernels" / "results"
 
 
 def run(args: argparse.Namespace) -> int:
     env = environment()
+    directory = results_directory()
+    if args.out is None:
+        args.out = directory / result_name(env["gpu"], args.commit or env["git_commit"], env["git_dirty"])
     if not torch.cuda.is_available():
         write_status(args.out, "not measured: no GPU", env)
         return 0
+    # Read before this run writes: its file may replace a committed one of the same commit.
+    previous = previous_run(directory, env["gpu"], args.out, git_tracked(directory))
     torch.manual_seed(args.seed)
     payload: dict[str, Any] = {
         "status": "partial",
@@ -283,5 +332,10 @@ def run(args: argparse.Namespace) -> int:
     payload["status"] = "measured"
     save()
     print("\n".join(summary_lines(payload)))
+    if previous is None:
+        print(f"no earlier run on {gpu_slug(env['gpu'])} under {directory} to compare with")
+    else:
+        path, old = previous
+        print("\n".join(comparison_lines(compare(old, payload), str(path), old, payload)))
     print(f"wrote {args.out}")
     return 0

@@ -10,6 +10,7 @@ import pytest
 
 from hot.commands import tables as cli
 from hot.paper import paper_values
+from hot.tables import plots
 from hot.tables.common import (
     FAIL,
     INCONCLUSIVE,
@@ -112,6 +113,20 @@ def _build(tmp_path: Path, table: str, inputs: dict[str, str], options: dict | N
     if table != "table5":
         assert (out / "figures" / f"{table}.png").stat().st_size > 1000
     return json.loads((tmp_path / f"{table}.json").read_text())
+
+
+@pytest.fixture
+def figures(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Every figure the table builders save, kept for a look at what it draws."""
+    saved: list = []
+    save = plots._save
+
+    def keep(fig, path: Path) -> None:
+        saved.append(fig)
+        save(fig, path)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    return saved
 
 
 def _statuses(data: dict) -> dict[str, str]:
@@ -367,6 +382,67 @@ def test_latency_figure_measured_and_not(tmp_path: Path) -> None:
     assert data["checks"][0]["status"] == PASS and data["rows"][0]["speedup"][1] == 2.0
     assert "NVIDIA H100" in data["scale"][0]
     assert any("over BF16 is 0.60×" in note for note in data["notes"])
+
+
+def test_latency_figure_draws_the_committed_measurement_where_this_run_has_none(tmp_path: Path, figures: list) -> None:
+    paper = paper_values()["latency_figure"]["rows"]
+    lat = tmp_path / "lat.json"
+    lat.write_text(json.dumps({"status": "not measured: no GPU"}))
+    committed = tmp_path / "latency_h100.json"
+    rows = [
+        {"model": r["model"], "layer": r["layer"], "scale": 1, "fp32_us": 20.0 + i, "hot_us": 70.0 + i}
+        for i, r in enumerate(paper)
+    ]
+    committed.write_text(json.dumps({"status": "measured", "environment": {"gpu": "NVIDIA H100"}, "rows": rows}))
+    data = _build(tmp_path, "latency_figure", {"latency": str(lat), "committed_latency": str(committed)})
+    # the table and its check are this run's: nothing measured here
+    assert data["checks"][0]["status"] == SKIP and data["rows"][0]["hot"][1] == "not measured: no GPU"
+    assert any("committed measurement latency_h100.json (NVIDIA H100)" in note for note in data["notes"])
+    (ax,) = figures[-1].axes
+    handles, labels = ax.get_legend_handles_labels()
+    assert labels[2:] == [
+        "FP32 (committed latency_h100.json, NVIDIA H100)",
+        "HOT (committed latency_h100.json, NVIDIA H100)",
+    ]
+    assert [bar.get_height() for bar in handles[3]] == [70.0 + i for i in range(len(paper))]
+    # a run that measured draws its own numbers, not the committed ones
+    lat.write_text(json.dumps({"status": "measured", "environment": {"gpu": "NVIDIA A100"}, "rows": rows[:2]}))
+    data = _build(tmp_path, "latency_figure", {"latency": str(lat), "committed_latency": str(committed)})
+    assert not any("committed" in note for note in data["notes"])
+    labels = figures[-1].axes[0].get_legend_handles_labels()[1]
+    assert labels[2:] == ["FP32 (ours, NVIDIA A100)", "HOT (ours, NVIDIA A100)"]
+
+
+def test_accuracy_curves_are_the_mean_and_spread_of_each_cell(tmp_path: Path, figures: list) -> None:
+    runs = {**_cell(tmp_path, "fp", 90.0, step=1.0), **_cell(tmp_path, "hot", 85.0, seeds=1)}
+    _build(tmp_path, "table1", runs)
+    (ax,) = figures[-1].axes
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["fp (mean ± std, 3 seeds)", "hot (mean, 1 seed)"]  # one entry a cell, not one a seed
+    fp_line, hot_line = ax.get_lines()
+    # _metrics: epoch e of a run ending at v is v − (2 − e); the seeds end at 89, 90, 91
+    assert list(fp_line.get_xdata()) == [1, 2] and list(fp_line.get_ydata()) == pytest.approx([89.0, 90.0])
+    assert list(hot_line.get_ydata()) == pytest.approx([84.0, 85.0])
+    (band,) = ax.collections  # ± one sample std (1.0) around fp's mean; one seed has no band
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert min(ys) == pytest.approx(88.0) and max(ys) == pytest.approx(91.0)
+    assert plots.mean_curve(_result(tmp_path, "one", 80.0))[-1] == (2, 80.0, None, 1)
+
+
+def test_table2_figure_is_accuracy_against_rank_beside_the_papers_points(tmp_path: Path, figures: list) -> None:
+    paper = paper_values()["table2"]["rows"]
+    runs = {}
+    for r, a in {16: 80.0, 8: 79.8, 4: 78.0}.items():
+        runs.update(_cell(tmp_path, f"r{r}", a, step=0.5))
+    _build(tmp_path, "table2", runs)
+    (ax,) = figures[-1].axes
+    assert ax.get_xscale() == "log" and ax.get_xlabel().startswith("HLA rank")
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["paper (Table 2, efficientformer_l1)", "ours (mean ± std, 3 seeds)"]
+    theirs, ours = ax.get_lines()[0], ax.get_lines()[1]
+    assert list(theirs.get_xdata()) == sorted(r["rank"] for r in paper)
+    assert list(theirs.get_ydata()) == [r["accuracy"] for r in sorted(paper, key=lambda r: r["rank"])]
+    assert list(ours.get_xdata()) == [4, 8, 16] and list(ours.get_ydata()) == pytest.approx([78.0, 79.8, 80.0])
 
 
 def test_memory_figure_tolerance(tmp_path: Path) -> None:

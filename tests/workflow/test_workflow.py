@@ -142,6 +142,45 @@ def test_bad_config_stops_before_any_job_naming_the_key(tmp_path: Path, override
     assert "Failed validating" not in text
 
 
+TEST_CONFIG = REPO / ".test" / "config" / "config.yaml"
+
+
+def test_test_config_validates_against_the_schema() -> None:
+    """.test/config/config.yaml merged as ``--configfile`` merges it: over config.yaml and its preset, winning."""
+    from snakemake.utils import update_config
+
+    test = yaml.safe_load(TEST_CONFIG.read_text())
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    update_config(config, yaml.safe_load((REPO / "config" / f"{test['preset']}.yaml").read_text()))
+    update_config(config, test)
+    config_schema.validate(config)
+    assert config["device"] == "cpu" and config["backend"] == "fake" and config["seeds"] == [0]
+    p = plan(config)
+    assert set(p.tables) == {"table1", "table2", "table3", "table4", "keep_ratio_sweep", "hla_blocking"}
+    assert all(p.tables.values()), "a table with no run"
+    assert len(p.runs) < 25  # small enough for a few minutes on two cores
+
+
+def test_test_config_dry_run_runs_every_rule(tmp_path: Path) -> None:
+    out = snakemake(
+        "-n",
+        "--forceall",
+        "--nolock",
+        "--cores",
+        "2",
+        "--configfile",
+        str(TEST_CONFIG),
+        "--config",
+        f"results_dir={tmp_path}/results",
+        f"tables_dir={tmp_path}/tables",
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    blocks = _job_blocks(out.stdout)
+    assert set(blocks) == _rules()
+    assert len(blocks["train"]) < 25
+    assert f"{tmp_path}/tables/summary.md" in out.stdout
+
+
 def test_unknown_preset_is_refused_before_it_becomes_a_path(tmp_path: Path) -> None:
     out = snakemake("-n", "--nolock", "--config", f"results_dir={tmp_path}/r", "preset=../../x")
     text = out.stdout + out.stderr

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the project's pinned environment into a virtual environment: the one script the Docker image runs
-# (docker/Dockerfile) and CI runs natively (tests/infra/test_install.py).
+# (docker/Dockerfile) and CI runs natively (tests/infra/test_docker.py).
 #
 #   envs/install.sh [--venv DIR] [--python PY] [--variant default|cu118|cu128] [--steps deps,project,kernels]
 #                   [--no-editable] [--dry-run] [--print]

@@ -10,6 +10,7 @@ import pytest
 
 from hot.commands import tables as cli
 from hot.paper import paper_values
+from hot.tables import plots
 from hot.tables.common import (
     FAIL,
     INCONCLUSIVE,
@@ -19,6 +20,8 @@ from hot.tables.common import (
     accuracy_below,
     accuracy_within,
     run_result,
+    student_t_two_sided,
+    t_critical,
 )
 from hot.tables.table5 import evaluate
 
@@ -55,9 +58,11 @@ def _metrics(path: Path, top1: float | None, model: str = "vit_tiny_fmnist", epo
 
 
 def _cell(
-    tmp_path: Path, cell: str, top1: float | None, seeds: int = 2, step: float = 0.2, model: str = "vit_tiny_fmnist"
+    tmp_path: Path, cell: str, top1: float | None, seeds: int = 3, step: float = 0.05, model: str = "vit_tiny_fmnist"
 ) -> dict[str, str]:
-    """One cell's seeds, role to metrics file: final top-1 values ``step`` apart around ``top1`` (None: NaN)."""
+    """One cell's seeds, role to metrics file: final top-1 values ``step`` apart around ``top1`` (None: NaN). Cells of
+    the same ``step`` differ by the same amount on every seed, so they are compared unpaired: by default
+    u = t(2)·sqrt(2·0.05²/3) = 0.18 pp."""
     return {
         f"{cell}@s{s}": _metrics(
             tmp_path / cell.replace("/", "_") / f"s{s}" / "metrics.json",
@@ -110,6 +115,20 @@ def _build(tmp_path: Path, table: str, inputs: dict[str, str], options: dict | N
     return json.loads((tmp_path / f"{table}.json").read_text())
 
 
+@pytest.fixture
+def figures(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Every figure the table builders save, kept for a look at what it draws."""
+    saved: list = []
+    save = plots._save
+
+    def keep(fig, path: Path) -> None:
+        saved.append(fig)
+        save(fig, path)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    return saved
+
+
 def _statuses(data: dict) -> dict[str, str]:
     return {c["name"]: c["status"] for c in data["checks"]}
 
@@ -121,13 +140,16 @@ def test_run_result_keeps_the_seeds(tmp_path: Path) -> None:
     assert _result(tmp_path, "one", 83.0).std is None
 
 
-# FP 90.00 ± 0.30 over 3 seeds against ours ± 0.30 over 3 seeds: u = 2·sqrt(2·0.09/3) = 0.49 pp.
+# FP 90.00 ± 0.30 over 3 seeds against ours ± 0.30 over 3 seeds, unpaired: u = t(2)·sqrt(2·0.09/3) = 4.303·0.245
+# = 1.05 pp (two seeds' ± 2 SE gave 0.49).
 @pytest.mark.parametrize(
     ("ours", "expected"),
     [
-        (89.6, PASS),  # d = 0.4: d + u = 0.89 ≤ 1
-        (89.0, INCONCLUSIVE),  # d = 1.0: 0.51 ≤ 1 < 1.49
-        (88.0, FAIL),  # d = 2.0: d − u = 1.51 > 1
+        (90.1, PASS),  # d = −0.1: d + u = 0.95 ≤ 1
+        (89.6, INCONCLUSIVE),  # d = 0.4: d + u = 1.45 > 1, passing with ± 2 SE
+        (89.0, INCONCLUSIVE),  # d = 1.0: −0.05 ≤ 1 < 2.05
+        (88.0, INCONCLUSIVE),  # d = 2.0: d − u = 0.95 ≤ 1, failing with ± 2 SE
+        (87.5, FAIL),  # d = 2.5: d − u = 1.45 > 1
     ],
 )
 def test_accuracy_within_margin(tmp_path: Path, ours: float, expected: str) -> None:
@@ -135,22 +157,23 @@ def test_accuracy_within_margin(tmp_path: Path, ours: float, expected: str) -> N
     check = accuracy_within("c", _result(tmp_path, "hot", ours - 0.3, ours, ours + 0.3), fp, 1.0, "HOT", "FP")
     assert check.status == expected, check.detail
     assert check.detail.startswith(f"HOT {ours:.2f} ± 0.30 (3 seeds) vs FP 90.00 ± 0.30 (3 seeds): ")
-    assert check.detail.endswith(" ± 0.49 (2 SE); margin 1 pp")
+    assert check.detail.endswith(" ± 1.05 (95% t-interval, 2 df); margin 1 pp")
 
 
 @pytest.mark.parametrize(
     ("ours", "expected"),
     [
-        (87.0, PASS),  # d = 3.0: d − u = 2.51 ≥ 2
-        (88.0, INCONCLUSIVE),  # d = 2.0: 1.51 < 2 ≤ 2.49
-        (89.0, FAIL),  # d = 1.0: d + u = 1.49 < 2
+        (86.5, PASS),  # d = 3.5: d − u = 2.45 ≥ 2
+        (87.0, INCONCLUSIVE),  # d = 3.0: d − u = 1.95 < 2, passing with ± 2 SE
+        (89.0, INCONCLUSIVE),  # d = 1.0: d + u = 2.05 ≥ 2, failing with ± 2 SE
+        (89.5, FAIL),  # d = 0.5: d + u = 1.55 < 2
     ],
 )
 def test_accuracy_below_gap(tmp_path: Path, ours: float, expected: str) -> None:
     fp = _result(tmp_path, "fp", 89.7, 90.0, 90.3)
     check = accuracy_below("c", _result(tmp_path, "lora", ours - 0.3, ours, ours + 0.3), fp, 2.0, "LoRA", "FP")
     assert check.status == expected, check.detail
-    assert check.detail.endswith(" ± 0.49 (2 SE); required gap 2 pp")
+    assert check.detail.endswith(" ± 1.05 (95% t-interval, 2 df); required gap 2 pp")
 
 
 def test_one_seed_is_inconclusive_and_a_missing_value_fails(tmp_path: Path) -> None:
@@ -193,8 +216,11 @@ def test_table1_shows_a_failed_check_and_the_missing_gpu(tmp_path: Path) -> None
     assert status["HOT + ABC backward faster than FP"] == SKIP
     md = (tmp_path / "tables" / "table1.md").read_text()
     assert "✗ FAIL" in md and "? inconclusive" in md and "not measured: no GPU" in md
-    # per-seed differences 0.7, 0.5, 0.3: 2 SE of their mean is 2 · 0.2 / √3
-    detail = "HOT 89.50 ± 0.40 (3 seeds) vs FP 90.00 ± 0.20 (3 seeds): 0.50 pp below ± 0.23 (2 SE, paired by seed)"
+    # per-seed differences 0.7, 0.5, 0.3: the t-interval of their mean is ± t(2) · 0.2 / √3 = 4.303 · 0.115
+    detail = (
+        "HOT 89.50 ± 0.40 (3 seeds) vs FP 90.00 ± 0.20 (3 seeds): "
+        "0.50 pp below ± 0.50 (95% t-interval, 2 df, paired by seed)"
+    )
     assert detail + "; margin 1 pp" in md
     assert (
         "Verdict: FAIL: memory of HOT + ABC (accounting); HOT + ABC accuracy within 1 pp of FP — 1 inconclusive" in md
@@ -229,8 +255,8 @@ def test_table2_gbops_and_rank_claim(tmp_path: Path) -> None:
         "accuracy does not rise from r=2 to r=1 (noise 0.5 pp)",
         "accuracy falls sharply below r=4 (≥ 2 pp)",
     } <= set(status)
-    assert data["rows"][0]["accuracy"] == [76.35, pytest.approx(80.0)]  # mean of two seeds
-    assert "mean of 2 seeds" in " ".join(data["scale"])
+    assert data["rows"][0]["accuracy"] == [76.35, pytest.approx(80.0)]  # mean of three seeds
+    assert "mean of 3 seeds" in " ".join(data["scale"])
 
 
 def test_table2_rank_claim_fails_when_accuracy_rises(tmp_path: Path) -> None:
@@ -358,6 +384,67 @@ def test_latency_figure_measured_and_not(tmp_path: Path) -> None:
     assert any("over BF16 is 0.60×" in note for note in data["notes"])
 
 
+def test_latency_figure_draws_the_committed_measurement_where_this_run_has_none(tmp_path: Path, figures: list) -> None:
+    paper = paper_values()["latency_figure"]["rows"]
+    lat = tmp_path / "lat.json"
+    lat.write_text(json.dumps({"status": "not measured: no GPU"}))
+    committed = tmp_path / "latency_h100.json"
+    rows = [
+        {"model": r["model"], "layer": r["layer"], "scale": 1, "fp32_us": 20.0 + i, "hot_us": 70.0 + i}
+        for i, r in enumerate(paper)
+    ]
+    committed.write_text(json.dumps({"status": "measured", "environment": {"gpu": "NVIDIA H100"}, "rows": rows}))
+    data = _build(tmp_path, "latency_figure", {"latency": str(lat), "committed_latency": str(committed)})
+    # the table and its check are this run's: nothing measured here
+    assert data["checks"][0]["status"] == SKIP and data["rows"][0]["hot"][1] == "not measured: no GPU"
+    assert any("committed measurement latency_h100.json (NVIDIA H100)" in note for note in data["notes"])
+    (ax,) = figures[-1].axes
+    handles, labels = ax.get_legend_handles_labels()
+    assert labels[2:] == [
+        "FP32 (committed latency_h100.json, NVIDIA H100)",
+        "HOT (committed latency_h100.json, NVIDIA H100)",
+    ]
+    assert [bar.get_height() for bar in handles[3]] == [70.0 + i for i in range(len(paper))]
+    # a run that measured draws its own numbers, not the committed ones
+    lat.write_text(json.dumps({"status": "measured", "environment": {"gpu": "NVIDIA A100"}, "rows": rows[:2]}))
+    data = _build(tmp_path, "latency_figure", {"latency": str(lat), "committed_latency": str(committed)})
+    assert not any("committed" in note for note in data["notes"])
+    labels = figures[-1].axes[0].get_legend_handles_labels()[1]
+    assert labels[2:] == ["FP32 (ours, NVIDIA A100)", "HOT (ours, NVIDIA A100)"]
+
+
+def test_accuracy_curves_are_the_mean_and_spread_of_each_cell(tmp_path: Path, figures: list) -> None:
+    runs = {**_cell(tmp_path, "fp", 90.0, step=1.0), **_cell(tmp_path, "hot", 85.0, seeds=1)}
+    _build(tmp_path, "table1", runs)
+    (ax,) = figures[-1].axes
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["fp (mean ± std, 3 seeds)", "hot (mean, 1 seed)"]  # one entry a cell, not one a seed
+    fp_line, hot_line = ax.get_lines()
+    # _metrics: epoch e of a run ending at v is v − (2 − e); the seeds end at 89, 90, 91
+    assert list(fp_line.get_xdata()) == [1, 2] and list(fp_line.get_ydata()) == pytest.approx([89.0, 90.0])
+    assert list(hot_line.get_ydata()) == pytest.approx([84.0, 85.0])
+    (band,) = ax.collections  # ± one sample std (1.0) around fp's mean; one seed has no band
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert min(ys) == pytest.approx(88.0) and max(ys) == pytest.approx(91.0)
+    assert plots.mean_curve(_result(tmp_path, "one", 80.0))[-1] == (2, 80.0, None, 1)
+
+
+def test_table2_figure_is_accuracy_against_rank_beside_the_papers_points(tmp_path: Path, figures: list) -> None:
+    paper = paper_values()["table2"]["rows"]
+    runs = {}
+    for r, a in {16: 80.0, 8: 79.8, 4: 78.0}.items():
+        runs.update(_cell(tmp_path, f"r{r}", a, step=0.5))
+    _build(tmp_path, "table2", runs)
+    (ax,) = figures[-1].axes
+    assert ax.get_xscale() == "log" and ax.get_xlabel().startswith("HLA rank")
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["paper (Table 2, efficientformer_l1)", "ours (mean ± std, 3 seeds)"]
+    theirs, ours = ax.get_lines()[0], ax.get_lines()[1]
+    assert list(theirs.get_xdata()) == sorted(r["rank"] for r in paper)
+    assert list(theirs.get_ydata()) == [r["accuracy"] for r in sorted(paper, key=lambda r: r["rank"])]
+    assert list(ours.get_xdata()) == [4, 8, 16] and list(ours.get_ydata()) == pytest.approx([78.0, 79.8, 80.0])
+
+
 def test_memory_figure_tolerance(tmp_path: Path) -> None:
     assert all(
         c["status"] == PASS
@@ -374,21 +461,57 @@ def test_keep_ratio_claims(tmp_path: Path) -> None:
         runs.update(_cell(tmp_path, f"grad_dropout/{keep:g}", drop, step=0.6))
     data = _build(tmp_path, "keep_ratio_sweep", runs)
     assert [c["status"] for c in data["checks"]] == [PASS, PASS, SKIP]
-    data = _build(tmp_path, "keep_ratio_sweep", runs, {"dropout_gap_pp": 9.5})  # 9.50 ± 0.40 pp: the gap inside
+    data = _build(tmp_path, "keep_ratio_sweep", runs, {"dropout_gap_pp": 9.5})  # 9.50 ± 0.18 pp: the gap inside
     assert [c["status"] for c in data["checks"]] == [PASS, INCONCLUSIVE, SKIP]
+
+
+@pytest.mark.parametrize(
+    ("df", "t"),  # Student's t table, two-sided 95 %
+    [(1, 12.706), (2, 4.303), (3, 3.182), (4, 2.776), (9, 2.262), (29, 2.045), (1000, 1.962)],
+)
+def test_t_critical_is_students_quantile(df: int, t: float) -> None:
+    assert t_critical(df) == pytest.approx(t, abs=5e-4)
+    assert student_t_two_sided(t_critical(df), df) == pytest.approx(0.95, abs=1e-9)
+    assert student_t_two_sided(1.0, 1) == pytest.approx(0.5)  # Cauchy: P(|T| ≤ 1) = 2·atan(1)/π
+    with pytest.raises(ValueError, match="degrees of freedom"):
+        t_critical(0)
+
+
+def test_two_seeds_give_one_degree_of_freedom(tmp_path: Path) -> None:
+    """Two seeds leave one degree of freedom: the interval is t(1) = 12.7 standard errors wide, not 2."""
+    fp = _cell(tmp_path, "fp", 85.0, seeds=2, step=2.0)  # 84, 86
+    hot = _cell(tmp_path, "hot", 83.5, seeds=2, step=2.2)  # 82.4, 84.6: 1.6 and 1.4 pp below FP
+    data = _build(tmp_path, "table1", {**fp, **hot}, {"accuracy_margin_pp": 2.0})
+    check = next(c for c in data["checks"] if c["name"] == "HOT accuracy within 2 pp of FP")
+    assert check["status"] == INCONCLUSIVE, check  # ± 2 SE (0.20) passed it
+    assert "1.50 pp below ± 1.27 (95% t-interval, 1 df, paired by seed)" in check["detail"]  # 12.706 · 0.1414 / √2
+
+
+def test_equal_differences_on_every_seed_are_not_a_zero_spread(tmp_path: Path) -> None:
+    """Two seeds 1.50 pp apart on both: a zero spread of the differences is the accuracies' resolution, so the
+    seeds are compared unpaired (Welch, min(n) − 1 degrees of freedom)."""
+    fp = _cell(tmp_path, "fp", 84.7, seeds=2, step=2.6)  # 83.4, 86.0
+    hot = _cell(tmp_path, "hot", 83.2, seeds=2, step=2.6)  # 81.9, 84.5
+    data = _build(tmp_path, "table1", {**fp, **hot}, {"accuracy_margin_pp": 2.0})
+    check = next(c for c in data["checks"] if c["name"] == "HOT accuracy within 2 pp of FP")
+    assert check["status"] == INCONCLUSIVE, check  # ± 2 SE gave "1.50 ± 0.00: pass"
+    # u = t(1) · sqrt(1.84²/2 + 1.84²/2) = 12.706 · 1.838
+    assert "1.50 pp below ± 23.36 (95% t-interval, 1 df);" in check["detail"]
 
 
 def test_runs_of_the_same_seeds_are_compared_seed_by_seed(tmp_path: Path) -> None:
     """A seed fixes the initial weights and the batch order: a difference that every seed shows is no noise,
     however much the seeds differ from each other."""
     fp = _cell(tmp_path, "fp", 85.0, seeds=3, step=3.0)  # 82, 85, 88
-    hot = _cell(tmp_path, "hot", 84.0, seeds=3, step=3.0)  # 1 pp below FP for every seed
+    hot = _cell(tmp_path, "hot", 84.0, seeds=3, step=2.9)  # 81.1, 84, 86.9: 0.9, 1.0, 1.1 pp below FP
     data = _build(tmp_path, "table1", {**fp, **hot}, {"accuracy_margin_pp": 1.5})
     assert _statuses(data)["HOT accuracy within 1.5 pp of FP"] == PASS
-    assert "1.00 pp below ± 0.00 (2 SE, paired by seed)" in json.dumps(data["checks"], ensure_ascii=False)
+    # ± t(2) · 0.1 / √3
+    text = json.dumps(data["checks"], ensure_ascii=False)
+    assert "1.00 pp below ± 0.25 (95% t-interval, 2 df, paired by seed)" in text
     # the same numbers without seed names cannot be paired: the seed spread decides
     unpaired = accuracy_within(
-        "c", _result(tmp_path, "h", 81.0, 84.0, 87.0), _result(tmp_path, "f", 82.0, 85.0, 88.0), 1.5, "HOT", "FP"
+        "c", _result(tmp_path, "h", 81.1, 84.0, 86.9), _result(tmp_path, "f", 82.0, 85.0, 88.0), 1.5, "HOT", "FP"
     )
     assert unpaired.status == INCONCLUSIVE and "paired" not in unpaired.detail
 
@@ -464,6 +587,7 @@ def test_summary_lists_every_check(tmp_path: Path) -> None:
     check_markdown(text)
     n = len(TABLES)
     assert f"{n} checks pass, {n} fail, {2 * n} inconclusive, {n} skipped" in text
+    assert "95% Student's t-interval over the seeds" in text  # what inconclusive means, as the checks decide it
     assert "| [table1](table1.md) | x \\| y | 1 | 1 | 2 | 1 |" in text
     assert "kernels: not built: no GPU" in text
     assert (

@@ -110,8 +110,11 @@ def test_table_jobs_depend_on_results_and_their_own_code_only(tmp_path: Path) ->
                 path.startswith(f"{tmp_path}/results/")
                 or path in shared
                 or path in (f"src/hot/tables/{table}.py", "src/hot/data/paper_values.yaml")
+                or (table, path) == ("latency_figure", "kernels/results/latency_h100.json")  # committed, read-only
             ), f"{table} depends on {path}"
     assert all("src/" not in inputs for inputs in blocks["train"])
+    # without a GPU the latency figure draws the committed measurement (labelled so)
+    assert "kernels/results/latency_h100.json" in blocks["latency_figure"][0].split(", ")
 
 
 @pytest.mark.parametrize(
@@ -137,6 +140,45 @@ def test_bad_config_stops_before_any_job_naming_the_key(tmp_path: Path, override
     assert "Job stats" not in text
     assert len(text.splitlines()) < 30, text  # the key and the problem, not snakemake's dump of the whole schema
     assert "Failed validating" not in text
+
+
+TEST_CONFIG = REPO / ".test" / "config" / "config.yaml"
+
+
+def test_test_config_validates_against_the_schema() -> None:
+    """.test/config/config.yaml merged as ``--configfile`` merges it: over config.yaml and its preset, winning."""
+    from snakemake.utils import update_config
+
+    test = yaml.safe_load(TEST_CONFIG.read_text())
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    update_config(config, yaml.safe_load((REPO / "config" / f"{test['preset']}.yaml").read_text()))
+    update_config(config, test)
+    config_schema.validate(config)
+    assert config["device"] == "cpu" and config["backend"] == "fake" and config["seeds"] == [0]
+    p = plan(config)
+    assert set(p.tables) == {"table1", "table2", "table3", "table4", "keep_ratio_sweep", "hla_blocking"}
+    assert all(p.tables.values()), "a table with no run"
+    assert len(p.runs) < 25  # small enough for a few minutes on two cores
+
+
+def test_test_config_dry_run_runs_every_rule(tmp_path: Path) -> None:
+    out = snakemake(
+        "-n",
+        "--forceall",
+        "--nolock",
+        "--cores",
+        "2",
+        "--configfile",
+        str(TEST_CONFIG),
+        "--config",
+        f"results_dir={tmp_path}/results",
+        f"tables_dir={tmp_path}/tables",
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    blocks = _job_blocks(out.stdout)
+    assert set(blocks) == _rules()
+    assert len(blocks["train"]) < 25
+    assert f"{tmp_path}/tables/summary.md" in out.stdout
 
 
 def test_unknown_preset_is_refused_before_it_becomes_a_path(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 Value = float | str | None  # a number, a reason there is none ("not measured: no GPU"), or None (not in the paper)
 
 PASS, FAIL, SKIP = "pass", "FAIL", "skipped"
-INCONCLUSIVE = "inconclusive"  # an accuracy difference inside the seed spread, or a spread unknown (one seed)
+INCONCLUSIVE = "inconclusive"  # the margin inside the difference's t-interval, or a spread unknown (one seed)
 REASON_PREFIXES = ("not ", "skipped", "failed", "error")  # a results file whose "status" starts so holds no numbers
 
 
@@ -284,17 +284,80 @@ def paired(ours: RunResult, reference: RunResult) -> bool:
     return bool(ours.seed_ids) and ours.seed_ids == reference.seed_ids and len(set(ours.seed_ids)) == ours.seeds
 
 
-def accuracy_difference(ours: RunResult, reference: RunResult) -> tuple[float, float | None]:
-    """d = mean(reference) − mean(ours) in points, and its uncertainty u: two standard errors of d. Paired by seed
-    (:func:`paired`): u = 2·s_Δ/√n with s_Δ the sample std of the per-seed differences; otherwise
-    u = 2·sqrt(s_o²/n_o + s_r²/n_r) (s: sample std over seeds, n: seeds). u is None with fewer than 2 seeds."""
+CONFIDENCE = 0.95  # the two-sided level of every accuracy interval
+
+
+def student_t_two_sided(t: float, df: int) -> float:
+    """P(|T| ≤ t) for Student's t with ``df`` (a positive integer) degrees of freedom, in closed form
+    (Abramowitz & Stegun 26.7.3–4): with θ = atan(t/√df), c = cos²θ, a finite series in c times sin θ."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be a positive integer, got {df}")
+    theta = math.atan(abs(t) / math.sqrt(df))
+    c = math.cos(theta) ** 2
+    if df % 2 == 0:  # sin θ · (1 + c/2 + (1·3)/(2·4) c² + … up to c^(df/2 − 1))
+        term, total = 1.0, 1.0
+        for k in range(1, df // 2):
+            term *= c * (2 * k - 1) / (2 * k)
+            total += term
+        return math.sin(theta) * total
+    # (2/π) (θ + sin θ cos θ · (1 + (2/3) c + (2·4)/(3·5) c² + … up to c^((df − 3)/2)))
+    term, total = 1.0, 1.0 if df > 1 else 0.0
+    for k in range(1, (df - 1) // 2):
+        term *= c * (2 * k) / (2 * k + 1)
+        total += term
+    return 2 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
+
+
+def t_critical(df: int, confidence: float = CONFIDENCE) -> float:
+    """The t with P(|T| ≤ t) = ``confidence`` under Student's t with ``df`` degrees of freedom (12.71 for one,
+    4.30 for two, 1.96 in the normal limit at 95 %), by bisection on :func:`student_t_two_sided`."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    low, high = 0.0, 1.0
+    while student_t_two_sided(high, df) < confidence:
+        low, high = high, 2 * high
+    for _ in range(200):
+        mid = (low + high) / 2
+        if student_t_two_sided(mid, df) < confidence:
+            low = mid
+        else:
+            high = mid
+        if high - low <= 1e-12 * high:
+            break
+    return (low + high) / 2
+
+
+@dataclass(frozen=True)
+class Interval:
+    """d = mean(reference) − mean(ours) in points and the half-width u of its two-sided t-interval."""
+
+    d: float
+    u: float | None  # None: one seed, no spread
+    df: int = 0
+    paired: bool = False
+
+    def label(self) -> str:
+        """How u was made, for a check's detail: ``95% t-interval, 1 df, paired by seed``."""
+        return f"{100 * CONFIDENCE:g}% t-interval, {self.df} df{', paired by seed' if self.paired else ''}"
+
+
+def accuracy_difference(ours: RunResult, reference: RunResult) -> Interval:
+    """d and its Student's t-interval. Paired by seed (:func:`paired`): u = t(n − 1)·s_Δ/√n with s_Δ the sample std
+    of the n per-seed differences. Otherwise, or where every seed gives the same difference (a zero s_Δ from a few
+    seeds is the accuracies' resolution, not a spread), u = t(min(n_o, n_r) − 1)·sqrt(s_o²/n_o + s_r²/n_r), Welch's
+    interval with its conservative degrees of freedom (s: sample std over seeds, n: seeds). u is None with fewer
+    than two seeds on either side."""
     d = float(reference.top1) - float(ours.top1)  # type: ignore[arg-type]
     if ours.std is None or reference.std is None:
-        return d, None
+        return Interval(d, None)
     if paired(ours, reference):
         diffs = [r - o for r, o in zip(reference.values, ours.values, strict=True)]
-        return d, 2 * statistics.stdev(diffs) / math.sqrt(len(diffs))
-    return d, 2 * math.sqrt(ours.std**2 / ours.seeds + reference.std**2 / reference.seeds)
+        spread = statistics.stdev(diffs)
+        if spread > 0:
+            n = len(diffs)
+            return Interval(d, t_critical(n - 1) * spread / math.sqrt(n), n - 1, paired=True)
+    df = min(ours.seeds, reference.seeds) - 1
+    return Interval(d, t_critical(df) * math.sqrt(ours.std**2 / ours.seeds + reference.std**2 / reference.seeds), df)
 
 
 def _diverged(result: RunResult) -> bool:
@@ -305,9 +368,9 @@ def _accuracy_claim(
     name: str, ours: RunResult, reference: RunResult, ours_name: str, ref_name: str, bound_pp: float, at_most: bool
 ) -> Check:
     """The one rule for claims on two accuracies: the claim on d holds (fails) if it holds (fails) for every value in
-    d ± u; otherwise, or with u unknown, the result is INCONCLUSIVE. A diverged run (NaN) lies below any accuracy;
-    a cell with no number FAILs, unless it says why the data or the hardware was not there (:func:`unavailable`):
-    then the check is skipped."""
+    d ± u, the t-interval of :func:`accuracy_difference`; otherwise, or with u unknown, the result is INCONCLUSIVE.
+    A diverged run (NaN) lies below any accuracy; a cell with no number FAILs, unless it says why the data or the
+    hardware was not there (:func:`unavailable`): then the check is skipped."""
     claim = f"margin {bound_pp:g} pp" if at_most else f"required gap {bound_pp:g} pp"
     sides = f"{_described(ours_name, ours)} vs {_described(ref_name, reference)}"
     numbers = (is_number(ours.top1), is_number(reference.top1))
@@ -317,11 +380,12 @@ def _accuracy_claim(
     if not all(numbers):
         status = SKIP if unavailable(ours.top1) or unavailable(reference.top1) else FAIL
         return Check(name, status, f"no value: {ours_name} {fmt(ours.top1)} vs {ref_name} {fmt(reference.top1)}")
-    d, u = accuracy_difference(ours, reference)
+    interval = accuracy_difference(ours, reference)
+    d, u = interval.d, interval.u
     detail = f"{sides}: {abs(d):.2f} pp {'below' if d >= 0 else 'above'}"
     if u is None:
         return Check(name, INCONCLUSIVE, f"{detail}; {claim}; spread unknown: {min(ours.seeds, reference.seeds)} seed")
-    detail += f" ± {u:.2f} (2 SE{', paired by seed' if paired(ours, reference) else ''}); {claim}"
+    detail += f" ± {u:.2f} ({interval.label()}); {claim}"
     if at_most:
         status = PASS if d + u <= bound_pp else FAIL if d - u > bound_pp else INCONCLUSIVE
     else:

@@ -1,6 +1,8 @@
 """Appendix F, Figure 1 and the authors' per-layer latency figure: backward latency of one layer (µs).
 
-Roles: ``latency`` (``hot latency``'s JSON; ``{"status": "not measured: no GPU"}`` without a GPU).
+Roles: ``latency`` (``hot latency``'s JSON; ``{"status": "not measured: no GPU"}`` without a GPU) and, optionally,
+``committed_latency``: a GPU measurement committed with the sources (``kernels/results/latency_h100.json``), which the
+figure shows, labelled as such, where this run measured nothing. The table's cells and its check are this run's only.
 """
 
 from __future__ import annotations
@@ -35,14 +37,36 @@ def _speedup(fp: Value, hot: Value) -> Value:
     return fp if isinstance(fp, str) else None
 
 
+def _by_layer(rows: list[dict[str, Any]] | str) -> dict[tuple[str, str], Mapping[str, Any]]:
+    return {} if isinstance(rows, str) else {(str(r.get("model")), str(r.get("layer"))): r for r in rows}
+
+
+def _figure_source(
+    inputs: Mapping[str, Path], rows: list[dict[str, Any]] | str, device: str
+) -> tuple[list[dict[str, Any]] | str, str, str]:
+    """The latency rows the figure draws, their label and the note saying where they come from: this run's, or, where
+    it measured nothing, the committed measurement's."""
+    committed_path = inputs.get("committed_latency")
+    if not isinstance(rows, str) or committed_path is None:
+        return rows, f"ours, {device}", ""
+    committed = read_json(committed_path)
+    committed_rows = latency_rows(committed)
+    if isinstance(committed_rows, str):
+        return rows, "ours", ""
+    gpu = latency_device(committed)
+    note = (
+        f"This run measured no latency ({rows}): the figure shows the committed measurement {committed_path.name} "
+        f"({gpu}) instead, labelled so; the table's cells and check are this run's."
+    )
+    return committed_rows, f"committed {committed_path.name}, {gpu}", note
+
+
 def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path | None = None) -> Table:
     paper = paper_values()["latency_figure"]
     data = read_json(inputs.get("latency"))
     rows = latency_rows(data)
     device = latency_device(data)
-    measured: dict[tuple[str, str], Mapping[str, Any]] = {}
-    if not isinstance(rows, str):
-        measured = {(str(r.get("model")), str(r.get("layer"))): r for r in rows}
+    measured = _by_layer(rows)
     table = Table(
         name="latency_figure",
         title=TABLES["latency_figure"],
@@ -60,7 +84,6 @@ def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path |
         ],
     )
     slower: list[str] = []
-    series: dict[str, list[float | None]] = {"FP32 (paper)": [], "HOT (paper)": [], "FP32 (ours)": [], "HOT (ours)": []}
     for ref in paper["rows"]:
         mine = measured.get((ref["model"], ref["layer"]))
         ours: dict[str, Value] = {}
@@ -80,10 +103,6 @@ def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path |
         speed = _speedup(ours["fp"], ours["hot"])
         if is_number(speed) and speed <= 1.0:
             slower.append(f"{ref['model']}/{ref['layer']}")
-        series["FP32 (paper)"].append(ref["fp"])
-        series["HOT (paper)"].append(ref["hot"])
-        series["FP32 (ours)"].append(ours["fp"] if is_number(ours["fp"]) else None)
-        series["HOT (ours)"].append(ours["hot"] if is_number(ours["hot"]) else None)
     n_measured = sum(1 for r in table.rows if is_number(r["speedup"][1]))
     if isinstance(rows, str) or n_measured == 0:
         reason = rows if isinstance(rows, str) else "none of the paper's layers measured"
@@ -113,12 +132,21 @@ def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path |
         "Timings from another GPU are not expected to match the paper's RTX 3090 numbers; "
         "only the qualitative claim (HOT faster than FP32) is checked."
     )
+    drawn_rows, source, source_note = _figure_source(inputs, rows, device)
+    if source_note:
+        table.notes.append(source_note)
     if figure is not None:
+        drawn = _by_layer(drawn_rows)
+        theirs = f"paper, {paper['gpu']}"
+        series: dict[str, list[float | None]] = {f"FP32 ({theirs})": [], f"HOT ({theirs})": []}
+        series |= {f"FP32 ({source})": [], f"HOT ({source})": []}
+        for ref in paper["rows"]:
+            row = drawn.get((ref["model"], ref["layer"]))
+            series[f"FP32 ({theirs})"].append(ref["fp"])
+            series[f"HOT ({theirs})"].append(ref["hot"])
+            series[f"FP32 ({source})"].append(latency_us(row, "fp") if row is not None else None)
+            series[f"HOT ({source})"].append(latency_us(row, "hot") if row is not None else None)
         labels = [f"{r['model'].split('_')[0]}/{r['layer']}" for r in paper["rows"]]
-        note = (
-            ""
-            if any(v is not None for v in series["HOT (ours)"])
-            else f"ours: {rows if isinstance(rows, str) else 'none'}"
-        )
+        note = f"this run: {rows}" if isinstance(rows, str) else "" if drawn else "ours: none of the paper's layers"
         plots.grouped_bars(labels, series, "backward latency (µs)", "Per-layer backward latency", figure, note)
     return table

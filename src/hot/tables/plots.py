@@ -1,7 +1,9 @@
-"""Matplotlib figures for the report: accuracy curves, latency bars, memory bars (headless, Agg)."""
+"""Matplotlib figures for the report: accuracy curves (mean ± std per cell), accuracy vs rank, bars (Agg)."""
 
 from __future__ import annotations
 
+import statistics
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -9,8 +11,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
-from .common import RunResult
+from .common import RunResult, is_number
 
 
 def _save(fig: plt.Figure, path: Path) -> None:
@@ -20,24 +23,81 @@ def _save(fig: plt.Figure, path: Path) -> None:
     plt.close(fig)
 
 
-def accuracy_curves(results: Mapping[str, RunResult], title: str, path: Path) -> None:
-    """Test top-1 per epoch, one colour per cell, one line per seed."""
+def _seeds(n: int) -> str:
+    return f"{n} seed{'' if n == 1 else 's'}"
+
+
+def mean_curve(result: RunResult) -> list[tuple[int, float, float | None, int]]:
+    """Per epoch: (epoch, mean top-1 over the seeds that reached it, their sample std or None with one, how many)."""
+    by_epoch: dict[int, list[float]] = defaultdict(list)
+    for curve in result.curves:
+        for epoch, top1 in curve:
+            by_epoch[epoch].append(top1)
+    return [
+        (epoch, statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else None, len(v))
+        for epoch, v in sorted(by_epoch.items())
+    ]
+
+
+def accuracy_curves(results: Mapping[str, RunResult], title: str, path: Path) -> plt.Figure:
+    """Test top-1 per epoch: per cell the mean over its seeds, a band of ± one sample std where there are two or
+    more, one colour and one legend entry per cell."""
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    cmap = plt.get_cmap("tab20")
+    cmap = plt.get_cmap("tab10")
     drawn = False
     for i, (cell, result) in enumerate(sorted(results.items())):
-        for j, curve in enumerate(result.curves):
-            if curve:
-                xs, ys = zip(*curve, strict=True)
-                ax.plot(xs, ys, marker="o", color=cmap(i % 20), label=cell if j == 0 else None)
-                drawn = True
+        points = mean_curve(result)
+        if not points:
+            continue
+        epochs, means, stds, counts = zip(*points, strict=True)
+        colour = cmap(i % 10)
+        style = ("-", "--", ":", "-.")[i // 10 % 4]  # ten colours, then the next line style
+        spread = " ± std" if any(s is not None for s in stds) else ""
+        label = f"{cell} (mean{spread}, {_seeds(max(counts))})"
+        ax.plot(epochs, means, marker="o", linestyle=style, color=colour, label=label)
+        band = [(e, m - s, m + s) for e, m, s in zip(epochs, means, stds, strict=True) if s is not None]
+        if band:
+            xs, low, high = zip(*band, strict=True)
+            ax.fill_between(xs, low, high, color=colour, alpha=0.2, linewidth=0)
+        drawn = True
     if drawn:
         ax.legend(fontsize="small", ncol=2)
     else:
         ax.text(0.5, 0.5, "no training curves (runs missing)", ha="center", va="center", transform=ax.transAxes)
     ax.set(xlabel="epoch", ylabel="test top-1 (%)", title=title)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(alpha=0.3)
     _save(fig, path)
+    return fig
+
+
+def accuracy_vs_rank(
+    ours: Mapping[int, RunResult], paper: Mapping[int, float], paper_label: str, title: str, path: Path
+) -> plt.Figure:
+    """Final top-1 against the HLA rank: ours as the mean over seeds with ± one sample std where there are two or
+    more, the paper's published points beside them (log₂ rank axis)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    ranks = sorted(paper)
+    ax.plot(ranks, [paper[r] for r in ranks], marker="s", linestyle="--", color="tab:gray", label=paper_label)
+    measured = sorted((r, res) for r, res in ours.items() if is_number(res.top1))
+    if measured:
+        xs = [r for r, _ in measured]
+        ys = [float(res.top1) for _, res in measured]  # type: ignore[arg-type]
+        errs = [res.std or 0.0 for _, res in measured]
+        seeds = max(res.seeds for _, res in measured)
+        spread = " ± std" if any(res.std is not None for _, res in measured) else ""
+        ax.errorbar(
+            xs, ys, yerr=errs, marker="o", capsize=3, color="tab:blue", label=f"ours (mean{spread}, {_seeds(seeds)})"
+        )
+    else:
+        ax.text(0.5, 0.1, "ours: no rank run", ha="center", va="bottom", transform=ax.transAxes)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ranks, [str(r) for r in ranks])
+    ax.set(xlabel="HLA rank r (of 16)", ylabel="final test top-1 (%)", title=title)
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    _save(fig, path)
+    return fig
 
 
 def grouped_bars(
@@ -47,7 +107,7 @@ def grouped_bars(
     title: str,
     path: Path,
     note: str = "",
-) -> None:
+) -> plt.Figure:
     """One group of bars per label; a missing value leaves its bar out, a series with none is left out."""
     series = {name: values for name, values in series.items() if any(v is not None for v in values)}
     fig, ax = plt.subplots(figsize=(min(12.0, max(6.4, 0.35 * len(groups) * max(1, len(series)))), 4.2))
@@ -63,6 +123,7 @@ def grouped_bars(
         ax.text(0.99, 0.97, note, ha="right", va="top", fontsize="small", transform=ax.transAxes)
     ax.grid(axis="y", alpha=0.3)
     _save(fig, path)
+    return fig
 
 
 def line_sweep(

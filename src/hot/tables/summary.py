@@ -25,8 +25,9 @@ def markdown(inputs: Mapping[str, Path]) -> str:
         "# Reproduction summary",
         "",
         f"{counts[PASS]} checks pass, {counts[FAIL]} fail, {counts[INCONCLUSIVE]} inconclusive, {counts[SKIP]} skipped "
-        "(inconclusive: the accuracy difference lies within two standard errors of the seed spread, or only one seed "
-        "was run; skipped: the measurement needs hardware this run did not have, or lies outside the sweep).",
+        "(inconclusive: the margin lies inside the accuracy difference's 95% Student's t-interval over the seeds, or "
+        "only one seed was run; skipped: the measurement needs hardware this run did not have, or lies outside the "
+        "sweep).",
         "",
     ]
     for role in ("kernels", "kernel_tests"):

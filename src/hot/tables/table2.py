@@ -80,5 +80,11 @@ def build(inputs: Mapping[str, Path], options: Mapping[str, Any], figure: Path |
     if isinstance(gbops_data, dict):
         table.scale.append(f"GBOPs: {gbops_data.get('model', paper['model'])}")
     if figure is not None:
-        plots.accuracy_curves(runs, "Table 2: accuracy per HLA rank", figure)
+        plots.accuracy_vs_rank(
+            acc,
+            {row["rank"]: row["accuracy"] for row in paper["rows"]},
+            f"paper (Table 2, {paper['model']})",
+            "Table 2: accuracy vs HLA rank",
+            figure,
+        )
     return table

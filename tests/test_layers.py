@@ -204,7 +204,7 @@ def test_step_counter_changes_rounding_and_is_saved_in_state_dict():
         hot_layer(xx).backward(g)
         grads.append(xx.grad)
     assert not torch.equal(grads[0], grads[1])
-    assert hot_layer.state_dict()["_extra_state"]["step"] == 2
+    assert hot_layer.state_dict()["_extra_state"][0].item() == 2
     with torch.no_grad():
         hot_layer(x)  # evaluation does not advance the counter
     assert hot_layer.hot_state.step == 2
@@ -251,3 +251,15 @@ def test_non_finite_grad_output_gives_non_finite_gradients(kind, config, value):
     g.view(-1)[5] = value
     gx, gw, _ = hot_grads(layer, config, x, g)
     assert not torch.isfinite(gx).all() and not torch.isfinite(gw).all()
+
+
+def test_extra_state_round_trips_and_reads_the_earlier_dict_form():
+    layer = HOTLinear.from_float(nn.Linear(4, 4), HOTConfig(lqs=True), 0)
+    layer.hot_state.step, layer.hot_state.gx_granularity = 7, "per_tensor"
+    state = layer.state_dict()
+    assert state["_extra_state"].dtype == torch.int64
+    fresh = HOTLinear.from_float(nn.Linear(4, 4), HOTConfig(lqs=True), 0)
+    fresh.load_state_dict(state)
+    assert (fresh.hot_state.step, fresh.hot_state.gx_granularity) == (7, "per_tensor")
+    fresh.load_state_dict({**state, "_extra_state": {"step": 3, "gx_granularity": None}})
+    assert (fresh.hot_state.step, fresh.hot_state.gx_granularity) == (3, None)

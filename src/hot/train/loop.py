@@ -37,7 +37,7 @@ from torch.utils.data import DataLoader, DistributedSampler, Subset
 from tqdm import tqdm
 
 from .. import lqs
-from ..convert import hot_layers, set_config
+from ..convert import hot_layers, set_config, state_dict_for_plain
 from ..results import environment, remove_stale_temporaries, write_atomic, write_json_atomic
 from .config import RESUME_FREE_KEYS, TrainConfig
 from .data import build_datasets, dataset_info
@@ -92,10 +92,6 @@ def _determinism(on: bool) -> Iterator[None]:
     finally:
         torch.use_deterministic_algorithms(before[0], warn_only=before[1])
         torch.backends.cudnn.benchmark = before[2]
-
-
-def _plain_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v for k, v in model.state_dict().items() if not k.endswith("_extra_state")}
 
 
 def _rng_state() -> dict[str, Any]:
@@ -379,7 +375,7 @@ class _Run:
                 "model": self.config.model,
                 "num_classes": self.num_classes,
                 "classes": self.config.to_dict()["classes"],
-                "state_dict": _plain_state(self.net),
+                "state_dict": state_dict_for_plain(self.net),
             }
             write_atomic(self.out / MODEL, functools.partial(torch.save, model))
             write_json_atomic(self.out / METRICS, metrics, sort_keys=True)

@@ -19,6 +19,16 @@ from hot.config import PRESETS
         ({"keep_ratio": 0.0}, "keep_ratio"),
         ({"method": "luq", "abc": True}, "abc"),
         ({"gx_bits": True}, "gx_bits"),
+        ({"gx_bits": 4.0}, "gx_bits"),
+        ({"abc": "no"}, "abc"),
+        ({"lqs": 1}, "lqs"),
+        ({"hla_rank": True}, "hla_rank"),
+        ({"lqs_ratio": "0.5"}, "lqs_ratio"),
+        ({"lqs_ratio": float("nan")}, "lqs_ratio"),
+        ({"keep_ratio": None}, "keep_ratio"),
+        ({"seed": 1.0}, "seed"),
+        ({"method": None}, "method"),
+        ({"fused_grad_output": 1}, "fused_grad_output"),
     ],
 )
 def test_bad_config_names_the_field(changes, field):
@@ -44,3 +54,15 @@ def test_presets():
     assert set(PRESETS) >= {"fp", "hot", "hot_abc", "hot_abc_lqs", "int4", "luq", "lbp_wht"}
     with pytest.raises(ValueError, match="unknown method preset"):
         preset("nope")
+
+
+@pytest.mark.parametrize("fields", [("a", 4, 4), (0, 4.0, 4), (0, 4, True), (None, 1, 1)])
+def test_token_grid_rejects_non_integers_as_value_error(fields):
+    from hot import TokenGrid
+
+    with pytest.raises(ValueError, match="TokenGrid"):
+        TokenGrid(*fields)
+
+
+def test_float_fields_take_integers():
+    assert HOTConfig(method="grad_dropout", keep_ratio=1).keep_ratio == 1

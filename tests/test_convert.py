@@ -37,7 +37,7 @@ def test_exclude_filter_and_unconvert():
     model = timm.create_model("resnet18", pretrained=False, num_classes=10)
     state = {k: v.clone() for k, v in model.state_dict().items()}
     hot.convert(
-        model, HOTConfig(), exclude=["fc", "conv1"], module_filter=lambda name, m: not name.startswith("layer4")
+        model, HOTConfig(), exclude=["fc", "conv1"], module_filter_fn=lambda m, fqn: not fqn.startswith("layer4")
     )
     names = {name for name, _ in hot.hot_layers(model)}
     assert "fc" not in names and "conv1" not in names and not any(n.startswith("layer4") for n in names)
@@ -141,3 +141,156 @@ def test_a_layer_without_grid_warns_once_by_name():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fp(x).sum().backward()  # methods without HLA do not care
+
+
+def test_module_filter_is_a_deprecated_alias_of_module_filter_fn_in_the_other_order():
+    def keep_first(name, module):
+        assert isinstance(name, str) and isinstance(module, nn.Module)
+        return name == "0"
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    with pytest.warns(DeprecationWarning, match="module_filter_fn"):
+        hot.convert(model, HOTConfig(), module_filter=keep_first)
+    assert [name for name, _ in hot.hot_layers(model)] == ["0"]
+    with pytest.raises(ValueError, match="module_filter_fn only"):
+        hot.convert(nn.Linear(4, 4), module_filter=keep_first, module_filter_fn=lambda m, fqn: True)
+
+
+def test_exclude_is_a_list_of_names_not_a_string():
+    model = nn.Sequential(nn.Linear(4, 4))
+    with pytest.raises(ValueError, match="exclude must be a list"):
+        hot.convert(model, HOTConfig(), exclude="head")
+    assert not list(hot.hot_layers(model))
+
+
+@pytest.mark.parametrize("cls", ["linear", "conv"])
+def test_a_bare_layer_converts_to_the_hot_layer_it_returns(cls):
+    plain = nn.Linear(16, 16) if cls == "linear" else nn.Conv2d(3, 4, 3)
+    layer = hot.convert(plain, HOTConfig(abc=True))
+    assert isinstance(layer, HOTLinear if cls == "linear" else HOTConv2d) and layer.weight is plain.weight
+    assert layer.hot_config == HOTConfig(abc=True) and layer.hot_state.index == 0
+    back = hot.unconvert(layer)
+    assert type(back) is type(plain) and back.weight is plain.weight
+    excluded = nn.Linear(4, 4)
+    with pytest.warns(UserWarning, match="converted no layer"):
+        assert hot.convert(excluded, module_filter_fn=lambda m, fqn: fqn != "") is excluded
+
+
+def test_a_second_convert_with_another_config_is_refused_with_the_same_it_converts_the_rest():
+    model = nn.Sequential(nn.Linear(4, 4))
+    hot.convert(model, HOTConfig())
+    with pytest.raises(ValueError, match=r"hot.unconvert\(model\).*hot.set_config"):
+        hot.convert(model, HOTConfig(abc=True))
+    model.append(nn.Linear(4, 4))
+    hot.convert(model, HOTConfig())
+    assert [(n, m.hot_state.index) for n, m in hot.hot_layers(model)] == [("0", 0), ("1", 1)]
+
+
+def test_converting_no_layer_warns():
+    with pytest.warns(UserWarning, match="converted no layer of Sequential"):
+        hot.convert(nn.Sequential(nn.ReLU(), nn.Conv2d(4, 4, 3, groups=4)))
+    frozen = nn.Sequential(nn.Linear(4, 4).requires_grad_(False))
+    with pytest.warns(UserWarning, match="include_frozen"):
+        hot.convert(frozen)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hot.convert(frozen, include_frozen=True)
+
+
+@pytest.mark.parametrize("cls", ["linear", "conv"])
+def test_conversion_keeps_hooks_and_module_state_both_ways(cls):
+    """Forward hooks and pre-hooks, backward hooks, state-dict hooks and extra attributes survive convert and
+    unconvert; the handles registered before still remove the hooks."""
+    plain = nn.Linear(8, 8) if cls == "linear" else nn.Conv2d(8, 8, 3, padding=1)
+    x = torch.randn(2, 8, 4, 4) if cls == "conv" else torch.randn(2, 16, 8)
+    calls = []
+    forward = plain.register_forward_hook(lambda m, i, o: calls.append("forward"))
+    plain.register_forward_pre_hook(lambda m, i: calls.append("pre"))
+    plain.register_full_backward_hook(lambda m, gi, go: calls.append("backward"))
+    plain._register_state_dict_hook(lambda m, sd, prefix, local: sd.update({prefix + "marked": torch.ones(1)}))
+    plain.lora_scale = 0.5
+    plain.register_buffer("mask", torch.ones(8))
+    plain.eval()
+    model = nn.Sequential(plain)
+    for step in ("convert", "unconvert"):
+        (hot.convert if step == "convert" else hot.unconvert)(model, *([HOTConfig()] if step == "convert" else []))
+        layer = model[0]
+        assert isinstance(layer, HOTLinear | HOTConv2d) == (step == "convert")
+        calls.clear()
+        model(x.requires_grad_(True)).sum().backward()
+        assert calls == ["pre", "forward", "backward"], step
+        assert layer.lora_scale == 0.5 and not layer.training and torch.equal(layer.mask, torch.ones(8))
+        assert "0.marked" in model.state_dict() and "0.mask" in model.state_dict()
+    forward.remove()
+    calls.clear()
+    model(x)
+    assert calls == ["pre"]
+
+
+def _small_vit():
+    return timm.create_model(
+        "vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, num_classes=10, depth=2
+    )
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "torch.save", "ModelEmaV2"])
+def test_converted_model_copies_and_pickles(how):
+    """A converted model survives copy.deepcopy, torch.save/load and timm's ModelEmaV2 (which deep-copies): the copy
+    carries the config and step on, its layers are its own (a step of one leaves the other's counter alone), and its
+    backward gives the original's gradients bit for bit."""
+    import io
+
+    from timm.utils import ModelEmaV2
+
+    torch.manual_seed(0)
+    model = hot.convert(_small_vit(), HOTConfig(abc=True, lqs=True))
+    x = torch.randn(2, 3, 32, 32)
+    model(x).sum().backward()
+    if how == "deepcopy":
+        twin = copy.deepcopy(model)
+    elif how == "ModelEmaV2":
+        ema = ModelEmaV2(model, decay=0.0)  # the update copies the weights exactly
+        ema.update(model)
+        twin = ema.module
+    else:
+        buffer = io.BytesIO()
+        torch.save(model, buffer)
+        buffer.seek(0)
+        twin = torch.load(buffer, weights_only=False)
+    pairs = list(zip(hot.hot_layers(model), hot.hot_layers(twin), strict=True))
+    assert all(a.hot_config == b.hot_config and a.hot_state == b.hot_state for (_, a), (_, b) in pairs)
+    assert all(a.hot_handle != b.hot_handle for (_, a), (_, b) in pairs)
+    twin.train()
+    for net in (model, twin):
+        net.zero_grad()
+        net(x).sum().backward()
+    for a, b in zip(model.parameters(), twin.parameters(), strict=True):
+        assert torch.equal(a.grad, b.grad)
+    twin(x).sum().backward()
+    assert pairs[0][1][1].hot_state.step == pairs[0][0][1].hot_state.step + 1
+
+
+def test_plain_state_dicts_load_strictly_both_ways():
+    """A converted model's (or its ModelEmaV2's) state_dict_for_plain loads strictly into the plain architecture, and
+    a plain state dict loads strictly into a converted model through load_plain_state_dict, which keeps the HOT
+    layers' own step counters."""
+    from timm.utils import ModelEmaV2
+
+    torch.manual_seed(0)
+    converted = hot.convert(_small_vit(), HOTConfig())
+    converted(torch.randn(2, 3, 32, 32)).sum().backward()
+    ema = ModelEmaV2(converted, decay=0.5)
+    plain = _small_vit()
+    with pytest.raises(RuntimeError, match="_extra_state"):
+        plain.load_state_dict(converted.state_dict())
+    for source in (converted, ema.module):
+        plain.load_state_dict(hot.state_dict_for_plain(source), strict=True)
+        assert all(torch.equal(v, source.state_dict()[k]) for k, v in plain.state_dict().items())
+    other = _small_vit()
+    assert hot.load_plain_state_dict(converted, other.state_dict()) == ([], [])
+    assert torch.equal(converted.head.weight, other.head.weight)
+    assert converted.head.hot_state.step == 1  # its own, kept
+    with pytest.raises(RuntimeError, match="missing keys"):
+        hot.load_plain_state_dict(converted, {k: v for k, v in other.state_dict().items() if k != "head.bias"})
+    layer = hot.convert(nn.Linear(4, 4))
+    assert set(hot.state_dict_for_plain(layer)) == {"weight", "bias"}

@@ -204,7 +204,7 @@ def test_step_counter_changes_rounding_and_is_saved_in_state_dict():
         hot_layer(xx).backward(g)
         grads.append(xx.grad)
     assert not torch.equal(grads[0], grads[1])
-    assert hot_layer.state_dict()["_extra_state"]["step"] == 2
+    assert hot_layer.state_dict()["_extra_state"][0].item() == 2
     with torch.no_grad():
         hot_layer(x)  # evaluation does not advance the counter
     assert hot_layer.hot_state.step == 2
@@ -227,3 +227,39 @@ def test_functional_linear_2d_input_uses_batch_as_sequence():
     _, gw16, _ = hot_grads(layer, HOTConfig(hla_rank=16, gw_bits=8), x, g)
     assert rel(gw16, gw) < 0.03
     assert F.linear(x, layer.weight).shape == (40, 10)
+
+
+NON_FINITE_CONFIGS = {
+    **{m: HOTConfig(method=m) for m in hot.METHODS},
+    "hot_abc_lqs": HOTConfig(abc=True, lqs=True),
+    "hot_per_tensor_per_channel": HOTConfig(gx_granularity="per_tensor", gw_granularity="per_channel"),
+    "hot_int8_nearest": HOTConfig(gx_bits=8, gy_rounding="nearest"),
+}
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("config", NON_FINITE_CONFIGS.values(), ids=NON_FINITE_CONFIGS.keys())
+@pytest.mark.parametrize("kind", ["linear", "conv"])
+def test_non_finite_grad_output_gives_non_finite_gradients(kind, config, value):
+    """One NaN or infinity in g_y makes g_x and g_w non-finite: a quantiser's scale never masks it (the
+    training loop's gradient check relies on it)."""
+    if kind == "linear":
+        layer, x, g = linear_case(tokens=16, in_f=32, out_f=48, batch=2)
+    else:
+        layer, x = nn.Conv2d(8, 16, 3, padding=1), torch.randn(2, 8, 4, 4)
+        g = torch.randn(2, 16, 4, 4)
+    g.view(-1)[5] = value
+    gx, gw, _ = hot_grads(layer, config, x, g)
+    assert not torch.isfinite(gx).all() and not torch.isfinite(gw).all()
+
+
+def test_extra_state_round_trips_and_reads_the_earlier_dict_form():
+    layer = HOTLinear.from_float(nn.Linear(4, 4), HOTConfig(lqs=True), 0)
+    layer.hot_state.step, layer.hot_state.gx_granularity = 7, "per_tensor"
+    state = layer.state_dict()
+    assert state["_extra_state"].dtype == torch.int64
+    fresh = HOTLinear.from_float(nn.Linear(4, 4), HOTConfig(lqs=True), 0)
+    fresh.load_state_dict(state)
+    assert (fresh.hot_state.step, fresh.hot_state.gx_granularity) == (7, "per_tensor")
+    fresh.load_state_dict({**state, "_extra_state": {"step": 3, "gx_granularity": None}})
+    assert (fresh.hot_state.step, fresh.hot_state.gx_granularity) == (3, None)

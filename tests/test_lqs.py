@@ -6,6 +6,7 @@ from torch import nn
 
 import hot
 from hot import HOTConfig, lqs
+from hot.modules import EXTRA_STATE_DECISIONS
 
 
 def model_and_grads():
@@ -42,7 +43,7 @@ def test_decisions_round_trip_through_json(tmp_path):
     fresh, _, _ = model_and_grads()
     lqs.load_decisions(fresh, path)
     assert lqs.decisions(fresh) == lqs.decisions(model)
-    assert fresh[1].state_dict()["_extra_state"]["gx_granularity"] == "per_token"
+    assert fresh[1].state_dict()["_extra_state"][1].item() == EXTRA_STATE_DECISIONS.index("per_token")
 
 
 def test_mismatched_decisions_are_rejected(tmp_path):

@@ -87,13 +87,16 @@ def test_hot_error_is_lower_than_plain_int4_on_outlier_gradients():
 def test_backend_options_are_config_fields_and_layers_of_equal_options_share_a_backend():
     from hot.backends.reference import ReferenceBackend
 
+    cpu = torch.device("cpu")
     a, b = create_method(HOTConfig(backend="fake")), create_method(HOTConfig(backend="fake", abc=True))
-    assert isinstance(a.backend, ReferenceBackend) and a.backend is b.backend
+    assert isinstance(a.backend_for(cpu), ReferenceBackend) and a.backend_for(cpu) is b.backend_for(cpu)
     with pytest.raises(ValueError, match="gemm and fused_grad_output are options of backend 'real'"):
-        HOTConfig(gemm="cublas")
+        HOTConfig(backend="fake", gemm="cublas")
+    # auto takes the real backend's options: they apply where it runs real
+    assert HOTConfig(gemm="cublas", fused_grad_output=True).backend == "auto"
     with pytest.raises(ValueError, match="gemm must be one of"):
         HOTConfig(backend="real", gemm="cublass")
-    with pytest.raises(ValueError, match="fused_grad_output must be one of"):
+    with pytest.raises(ValueError, match="fused_grad_output must be of type bool"):
         HOTConfig(backend="real", fused_grad_output="yes")
 
 
@@ -138,3 +141,29 @@ def test_layer_specs_are_what_the_hot_layer_quantises_with():
     assert specs.grad_output_hla == HLASpec(windows, 8, 8, "stochastic", "per_channel", keys(Stream.GW_GRAD_OUTPUT))
     assert specs.input_hla == HLASpec(windows, 8, 8, "nearest", "per_channel")
     assert layer_specs(config, 24, windows, keys).grad_output.granularity == "per_token"
+
+
+def test_auto_backend_is_real_on_cuda_where_the_kernels_load_else_fake(monkeypatch):
+    """``auto`` (the default) resolves per call from the tensors' device; the layer records which ran."""
+    import hot.backends as backends
+    from hot.backends.reference import ReferenceBackend
+
+    assert HOTConfig().backend == "auto"
+    method = create_method(HOTConfig(fused_grad_output=True))
+    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
+    assert isinstance(method.backend_for(cpu), ReferenceBackend)
+    monkeypatch.setattr(backends, "real_available", lambda: False)
+    assert isinstance(method.backend_for(cuda), ReferenceBackend)
+    sentinel = object()
+    monkeypatch.setattr(backends, "real_available", lambda: True)
+    monkeypatch.setattr(backends, "_backend", lambda name, gemm, fused: (name, gemm, fused, sentinel))
+    assert method.backend_for(cuda) == ("real", "auto", True, sentinel)
+    assert method.backend_for(cpu)[0] == "fake"  # CPU tensors never take the kernels
+    monkeypatch.undo()
+    layer = HOTLinear.from_float(nn.Linear(16, 16), HOTConfig(), 0)
+    assert layer.hot_state.backend is None
+    layer(torch.randn(2, 16, 16, requires_grad=True)).sum().backward()
+    assert layer.hot_state.backend == "fake"
+    baseline = HOTLinear.from_float(nn.Linear(16, 16), HOTConfig(method="int4"), 0)
+    baseline(torch.randn(2, 16, 16, requires_grad=True)).sum().backward()
+    assert baseline.hot_state.backend == "fake"

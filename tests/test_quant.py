@@ -28,6 +28,20 @@ def test_zero_tensor_gets_unit_scale_and_zero_codes():
     assert torch.equal(quantize(t, scale, 4, "stochastic", key=1)[0], torch.zeros(5))
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+@pytest.mark.parametrize("granularity", ["per_tensor", "per_token", "per_channel"])
+def test_non_finite_group_gets_a_non_finite_scale(granularity, value):
+    t = torch.randn(4, 5)
+    t[1, 2] = value
+    scale = absmax_scale(t, 4, granularity).expand(4, 5)
+    bad = {
+        "per_tensor": torch.ones(4, 5),
+        "per_token": t.isfinite().all(1, keepdim=True).logical_not().expand(4, 5),
+        "per_channel": t.isfinite().all(0, keepdim=True).logical_not().expand(4, 5),
+    }[granularity].bool()
+    assert not scale[bad].isfinite().any() and scale[~bad].isfinite().all()
+
+
 def test_stochastic_rounding_is_bit_identical_for_same_key_and_differs_otherwise():
     t = torch.randn(128, 64)
     s = absmax_scale(t, 4)

@@ -109,7 +109,7 @@ __device__ __forceinline__ void operand_bytes(const float (&q)[N], bool fp8, int
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
-  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  for (int o = 16; o > 0; o /= 2) v = amax_of(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
@@ -148,7 +148,7 @@ __global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t cols, 
     load_contiguous<T, N>(src + c * N, v);
     butterfly<N>(v);
 #pragma unroll
-    for (int k = 0; k < N; ++k) amax = fmaxf(amax, fabsf(v[k]));
+    for (int k = 0; k < N; ++k) amax = amax_of(amax, fabsf(v[k]));
   }
   const float s = absmax_to_scale(block_max(amax), qmax);
   if (threadIdx.x == 0) scale[row] = s;
@@ -176,7 +176,7 @@ __global__ void hq_grad_output_amax(const T* __restrict__ g, int64_t chunks, uin
     load_contiguous<T, N>(g + c * N, v);
     butterfly<N>(v);
 #pragma unroll
-    for (int k = 0; k < N; ++k) amax = fmaxf(amax, fabsf(v[k]));
+    for (int k = 0; k < N; ++k) amax = amax_of(amax, fabsf(v[k]));
   }
   amax = block_max(amax);
   if (threadIdx.x == 0) atomicMax(amax_bits, __float_as_uint(amax));  // non-negative floats order as uints
@@ -401,7 +401,7 @@ __global__ void __launch_bounds__(kHlaThreads)
     for (int i = 0; i < Vec; ++i) {
 #pragma unroll
       for (int k = 0; k < kHla; ++k) {
-        if (mask >> k & 1u) m[i] = fmaxf(m[i], fabsf(v[i][k]));
+        if (mask >> k & 1u) m[i] = amax_of(m[i], fabsf(v[i][k]));
       }
     }
   }
@@ -409,13 +409,15 @@ __global__ void __launch_bounds__(kHlaThreads)
     // lanes l and l + 16 hold the same channels (kTileGroups = 16): one atomic for both
 #pragma unroll
     for (int i = 0; i < Vec; ++i) {
-      m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], kTileGroups));
-      if (threadIdx.x % 32 < kTileGroups && m[i] > 0.0f) atomicMax(amax_bits + c + i, __float_as_uint(m[i]));
+      m[i] = amax_of(m[i], __shfl_xor_sync(0xffffffffu, m[i], kTileGroups));
+      if (threadIdx.x % 32 < kTileGroups && __float_as_uint(m[i]) != 0u) {
+        atomicMax(amax_bits + c + i, __float_as_uint(m[i]));
+      }
     }
   } else {
     float a = 0.0f;
 #pragma unroll
-    for (int i = 0; i < Vec; ++i) a = fmaxf(a, m[i]);
+    for (int i = 0; i < Vec; ++i) a = amax_of(a, m[i]);
     a = block_max(a);
     if (threadIdx.x == 0) atomicMax(amax_bits, __float_as_uint(a));  // non-negative floats order as uints
   }
@@ -615,14 +617,14 @@ __global__ void __launch_bounds__(kHlaThreads)
   for (int k = 0; k < kHla; ++k) {
     float r[kHqVec] = {v[0][k], v[1][k], v[2][k], v[3][k]};
     hq_row<N>(r, group);
-    float m = fmaxf(fmaxf(fabsf(r[0]), fabsf(r[1])), fmaxf(fabsf(r[2]), fabsf(r[3])));
+    float m = amax_of(amax_of(fabsf(r[0]), fabsf(r[1])), amax_of(fabsf(r[2]), fabsf(r[3])));
     if (q.hq_per_token) {
 #pragma unroll
-      for (int o = 1; o < kTileGroups; o *= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+      for (int o = 1; o < kTileGroups; o *= 2) m = amax_of(m, __shfl_xor_sync(0xffffffffu, m, o));
       int64_t token;
       if (group == 0 && hla_slot(sh, u, k, token)) atomicMax(q.hq_amax + token, __float_as_uint(m));
     } else {
-      hq_tensor = fmaxf(hq_tensor, m);
+      hq_tensor = amax_of(hq_tensor, m);
     }
   }
   hla_transform<kHqVec>(u, v);
@@ -631,19 +633,19 @@ __global__ void __launch_bounds__(kHlaThreads)
   for (int i = 0; i < kHqVec; ++i) {
 #pragma unroll
     for (int k = 0; k < kHla; ++k) {
-      if (mask >> k & 1u) m[i] = fmaxf(m[i], fabsf(v[i][k]));
+      if (mask >> k & 1u) m[i] = amax_of(m[i], fabsf(v[i][k]));
     }
   }
   if (q.hla_per_channel) {
 #pragma unroll
     for (int i = 0; i < kHqVec; ++i) {
-      m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], kTileGroups));
-      if (sb >= 0 && threadIdx.x % 32 < kTileGroups && m[i] > 0.0f) {
+      m[i] = amax_of(m[i], __shfl_xor_sync(0xffffffffu, m[i], kTileGroups));
+      if (sb >= 0 && threadIdx.x % 32 < kTileGroups && __float_as_uint(m[i]) != 0u) {
         atomicMax(q.hla_amax + c + i, __float_as_uint(m[i]));
       }
     }
   } else {
-    const float a = block_max(fmaxf(fmaxf(m[0], m[1]), fmaxf(m[2], m[3])));
+    const float a = block_max(amax_of(amax_of(m[0], m[1]), amax_of(m[2], m[3])));
     if (threadIdx.x == 0) atomicMax(q.hla_amax, __float_as_uint(a));  // non-negative floats order as uints
   }
   if (!q.hq_per_token) {

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #define HOT_HD __host__ __device__ __forceinline__
 
@@ -102,9 +103,23 @@ HOT_HD float hash_uniform(uint64_t index, uint32_t key) {
   return mul_rn(static_cast<float>(h >> 8), 5.9604644775390625e-08f);  // h >> 8 < 2^24: exact
 }
 
-// absmax_scale: amax / qmax, or 1 for an all-zero group.
+// The larger of two magnitudes (fabsf results, or maxima of them), a NaN winning: such floats order as their
+// bits, and a NaN's (sign cleared) lie above +inf's. fmaxf would drop the NaN and leave a finite scale.
+HOT_HD float amax_of(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(max(__float_as_uint(a), __float_as_uint(b)));
+#else
+  uint32_t ua, ub;
+  std::memcpy(&ua, &a, sizeof ua);
+  std::memcpy(&ub, &b, sizeof ub);
+  return ua > ub ? a : b;
+#endif
+}
+
+// absmax_scale: amax / qmax, or 1 for an all-zero group; a NaN or infinite amax gives a non-finite scale, so a
+// non-finite g_y makes the gradients non-finite.
 HOT_HD float absmax_to_scale(float amax, int qmax) {
-  return amax > 0.0f ? div_rn(amax, static_cast<float>(qmax)) : 1.0f;
+  return amax == 0.0f ? 1.0f : div_rn(amax, static_cast<float>(qmax));
 }
 
 // hot.quant.sawb_scale from per-block partial sums: (sum b², sum |b|, max |b|) triples, added in index order

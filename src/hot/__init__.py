@@ -8,7 +8,7 @@ See ``docs/method.md`` for the data flow and the names used here.
 
 from . import lqs
 from .config import METHODS, PRESETS, HOTConfig, preset
-from .convert import convert, hot_layers, set_config, unconvert
+from .convert import convert, hot_layers, load_plain_state_dict, set_config, state_dict_for_plain, unconvert
 from .hla import TokenGrid
 from .lora import apply_lora
 from .modules import HOTConv2d, HOTLinear
@@ -25,8 +25,10 @@ __all__ = [
     "apply_lora",
     "convert",
     "hot_layers",
+    "load_plain_state_dict",
     "lqs",
     "preset",
     "set_config",
+    "state_dict_for_plain",
     "unconvert",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +13,8 @@ from .hla import BLOCKINGS, HLA_BLOCK
 from .quant import ROUNDINGS, SUPPORTED_BITS
 
 METHODS = ("fp", "hot", "int4", "luq", "lbp_wht", "hla_filter", "grad_dropout")
-BACKENDS = ("fake", "real")
+# auto: the real backend for tensors on a CUDA device where the hot-kernels extension loads, else fake (per call).
+BACKENDS = ("auto", "fake", "real")
 # The real backend's integer GEMMs (docs/kernels.md): ``auto`` picks by the GPU's architecture.
 GEMMS = ("auto", "cutlass", "cutlass-int4", "cublas", "cutlass-sm90", "reference")
 GX_GRANULARITIES = ("per_token", "per_tensor")
@@ -41,7 +43,10 @@ class HOTConfig:
     gy_rounding: rounding of g_y on both paths (``stochastic`` in the paper).
     keep_ratio: kept fraction for ``hla_filter`` (rank = round(16·keep)) and ``grad_dropout``.
     seed: the stochastic-rounding hash seed.
-    backend: ``fake`` (integers in float tensors, PyTorch ops, any device) or ``real`` (hot-kernels).
+    backend: ``auto`` (the default: ``real`` for each call whose tensors are on a CUDA device where the hot-kernels
+        extension loads, else ``fake``; the layer records which ran in ``layer.hot_state.backend``), ``fake``
+        (integers in float tensors, PyTorch ops, any device; the reference) or ``real`` (hot-kernels, method ``hot``).
+        Baselines always run ``fake``.
     gemm: the ``real`` backend's integer GEMMs (:data:`GEMMS`; ``auto``: INT4 CUTLASS on sm_8x, FP8/INT8
         cuBLASLt on sm_90+); ``cutlass-sm90`` needs a build with ``HOT_KERNELS_SM90A=1``.
     fused_grad_output: the ``real`` backend quantises g_y for both paths in one fused two-pass kernel (else the
@@ -62,25 +67,27 @@ class HOTConfig:
     gy_rounding: str = "stochastic"
     keep_ratio: float = 0.5
     seed: int = 0
-    backend: str = "fake"
+    backend: str = "auto"
     gemm: str = "auto"
     fused_grad_output: bool = False
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # exact types: a string 'no' is no bool, 4.0 no bit width
+            check_type(f.name, getattr(self, f.name), _FIELD_TYPES[f.type])
         check_one_of("method", self.method, METHODS)
         check_one_of("gx_bits", self.gx_bits, SUPPORTED_BITS)
         check_one_of("gw_bits", self.gw_bits, SUPPORTED_BITS)
-        if not isinstance(self.hq_block, int) or not is_power_of_two(self.hq_block):
+        if not is_power_of_two(self.hq_block):
             raise ValueError(f"hq_block must be a power of two (1, 2, 4, …), got {self.hq_block!r}")
-        if not isinstance(self.hla_rank, int) or not 1 <= self.hla_rank <= HLA_BLOCK:
+        if not 1 <= self.hla_rank <= HLA_BLOCK:
             raise ValueError(f"hla_rank must be an integer in 1..{HLA_BLOCK}, got {self.hla_rank!r}")
         check_one_of("hla_blocking", self.hla_blocking, BLOCKINGS)
         check_one_of("gx_granularity", self.gx_granularity, GX_GRANULARITIES)
         check_one_of("gw_granularity", self.gw_granularity, GW_GRANULARITIES)
         check_one_of("gy_rounding", self.gy_rounding, ROUNDINGS)
         check_one_of("backend", self.backend, BACKENDS)
-        if not 0.0 < self.lqs_ratio:
-            raise ValueError(f"lqs_ratio must be positive, got {self.lqs_ratio!r}")
+        if not 0.0 < self.lqs_ratio < math.inf:
+            raise ValueError(f"lqs_ratio must be a positive finite number, got {self.lqs_ratio!r}")
         if not 0.0 < self.keep_ratio <= 1.0:
             raise ValueError(f"keep_ratio must be in (0, 1], got {self.keep_ratio!r}")
         if self.abc and self.method != "hot":
@@ -94,13 +101,12 @@ class HOTConfig:
                 f"backend 'real' runs method 'hot' only; baselines are fake-quant, got method={self.method!r}"
             )
         check_one_of("gemm", self.gemm, GEMMS)
-        check_one_of("fused_grad_output", self.fused_grad_output, (False, True))
-        if self.backend != "real" and (self.gemm != "auto" or self.fused_grad_output):
+        if self.backend == "fake" and (self.gemm != "auto" or self.fused_grad_output):
             raise ValueError(
-                "gemm and fused_grad_output are options of backend 'real', "
+                "gemm and fused_grad_output are options of backend 'real' (or 'auto', where real runs), "
                 f"got backend={self.backend!r} with gemm={self.gemm!r}, fused_grad_output={self.fused_grad_output!r}"
             )
-        if not isinstance(self.seed, int) or self.seed < 0:
+        if self.seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
 
     @classmethod
@@ -122,6 +128,17 @@ def check_known_keys(cls: type, values: Mapping[str, Any]) -> None:
     unknown = sorted(set(values) - known)
     if unknown:
         raise ValueError(f"unknown {cls.__name__} key(s) {unknown}; known keys: {sorted(known)}")
+
+
+# What each HOTConfig field's annotation (a string, with postponed annotations) admits: bool is no int here.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "bool": (bool,), "float": (float, int)}
+
+
+def check_type(name: str, value: object, types: tuple[type, ...]) -> None:
+    """``value`` must be an instance of ``types``, a bool only where ``bool`` is one of them."""
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        wanted = " or ".join(t.__name__ for t in types)
+        raise ValueError(f"{name} must be of type {wanted}, got {value!r} ({type(value).__name__})")
 
 
 def check_one_of(name: str, value: object, allowed: tuple) -> None:

@@ -42,6 +42,10 @@ class TokenGrid:
     width: int
 
     def __post_init__(self) -> None:
+        for name in ("prefix", "height", "width"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"TokenGrid.{name} must be an integer, got {value!r}")
         if self.prefix < 0 or self.height < 1 or self.width < 1:
             raise ValueError(f"a token grid needs prefix >= 0 and a grid of at least 1x1, got {self}")
 

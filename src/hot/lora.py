@@ -43,8 +43,8 @@ def apply_lora(
     peft_model = get_peft_model(model, lora_config)
     if on_frozen or on_decomposed:
 
-        def chosen(name: str, _: nn.Module) -> bool:
+        def chosen(_: nn.Module, name: str) -> bool:
             return (on_frozen and is_frozen_base(name)) or (on_decomposed and is_lora_adapter(name))
 
-        convert(peft_model, hot_config or HOTConfig(), module_filter=chosen, include_frozen=True)
+        convert(peft_model, hot_config or HOTConfig(), module_filter_fn=chosen, include_frozen=True)
     return peft_model

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from . import rounding
-from .backends import HLASpec, HQSpec, create_backend
+from .backends import Backend, HLASpec, HQSpec, create_backend
 from .config import HOTConfig
 from .hadamard import block_hadamard, largest_block
 from .hla import HLA_BLOCK, HLAWindows, hla_lowpass, hla_project, projected_rows
@@ -29,6 +29,7 @@ class LayerState:
 
     index: int
     step: int = 0
+    backend: str | None = None  # the backend of the last HOT backward ("fake" or "real"), None before the first
     gx_granularity: str | None = None
     calibrating: bool = False
     grid_warned: bool = False
@@ -96,6 +97,10 @@ class Method:
         """What the forward keeps of x for g_w (ABC overrides this)."""
         return (x,)
 
+    def backend_name(self, device: torch.device) -> str:
+        """The backend that runs this method's calls on ``device``: baselines are PyTorch reference code."""
+        return "fake"
+
     def grad_input(
         self, g_y: torch.Tensor, weight: torch.Tensor, windows: HLAWindows, state: LayerState, keys: Keys
     ) -> torch.Tensor:
@@ -115,6 +120,7 @@ class Method:
         gx_dtype: torch.dtype = torch.float32,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """One backward's g_x (in ``gx_dtype``; None without ``weight``) and g_w (float32; None without ``saved``)."""
+        state.backend = self.backend_name(g_y.device)
         g_x = None if weight is None else self.grad_input(g_y, weight, windows, state, keys).to(gx_dtype)
         g_w = self.grad_weight(g_y, saved, windows, keys) if saved else None
         return g_x, g_w
@@ -127,18 +133,26 @@ class HOTMethod(Method):
 
     def __init__(self, config: HOTConfig) -> None:
         super().__init__(config)
-        self.backend = create_backend(config)
+        if config.backend == "real":
+            create_backend(config)  # a missing extension fails here, at convert time, saying how to build it
+
+    def backend_for(self, device: torch.device) -> Backend:
+        """The backend that runs calls on ``device`` (``auto`` resolves per call)."""
+        return create_backend(self.config, device)
+
+    def backend_name(self, device: torch.device) -> str:
+        return self.backend_for(device).name
 
     def pack_input(self, x: torch.Tensor, windows: HLAWindows, keys: Keys) -> Saved:
         if not self.config.abc:
             return (x,)
-        return self.backend.hla_quantize(x, input_spec(self.config, windows))
+        return self.backend_for(x.device).hla_quantize(x, input_spec(self.config, windows))
 
     def packed_input_like(self, x: torch.Tensor, windows: HLAWindows) -> Saved:
         """Uninitialised tensors laid out as :meth:`pack_input`'s codes and scale (what the compiler traces with)."""
         c = self.config
         rows, channels = projected_rows(x.shape[0], windows, c.hla_rank), x.shape[1]
-        if self.backend.codes_transposed:
+        if self.backend_for(x.device).codes_transposed:
             codes = x.new_empty((channels, rows), dtype=torch.int8).t()
         else:
             codes = x.new_empty((rows, channels), dtype=torch.int8)
@@ -154,23 +168,25 @@ class HOTMethod(Method):
         return layer_specs(c, weight_rows, windows, keys, state.gx_granularity)
 
     def _hq_matmul(self, a: tuple, weight: torch.Tensor, hq: HQSpec, out_dtype: torch.dtype) -> torch.Tensor:
-        b_codes, b_scale = self.backend.hq_quantize_weight(weight, hq)
-        return self.backend.hq_matmul(*a, b_codes, b_scale, hq, out_dtype=out_dtype)
+        backend = self.backend_for(weight.device)
+        b_codes, b_scale = backend.hq_quantize_weight(weight, hq)
+        return backend.hq_matmul(*a, b_codes, b_scale, hq, out_dtype=out_dtype)
 
     def _hla_matmul(self, g: tuple, saved: Saved, specs: LayerSpecs) -> torch.Tensor:
-        x_codes, x_scale = saved if self.config.abc else self.backend.hla_quantize(saved[0], specs.input_hla)
-        return self.backend.hla_matmul(*g, x_codes, x_scale, specs.grad_output_hla)
+        backend = self.backend_for(saved[0].device)
+        x_codes, x_scale = saved if self.config.abc else backend.hla_quantize(saved[0], specs.input_hla)
+        return backend.hla_matmul(*g, x_codes, x_scale, specs.grad_output_hla)
 
     def grad_input(
         self, g_y: torch.Tensor, weight: torch.Tensor, windows: HLAWindows, state: LayerState, keys: Keys
     ) -> torch.Tensor:
         hq = self._specs(g_y, weight.shape[0], windows, state, keys).grad_output
-        a = self.backend.hq_quantize_grad_output(g_y, hq)
+        a = self.backend_for(g_y.device).hq_quantize_grad_output(g_y, hq)
         return self._hq_matmul(a, weight, hq, torch.float32)
 
     def grad_weight(self, g_y: torch.Tensor, saved: Saved, windows: HLAWindows, keys: Keys) -> torch.Tensor:
         specs = layer_specs(self.config, g_y.shape[1], windows, keys)
-        g = self.backend.hla_quantize(g_y, specs.grad_output_hla)
+        g = self.backend_for(g_y.device).hla_quantize(g_y, specs.grad_output_hla)
         return self._hla_matmul(g, saved, specs)
 
     def backward_gemms(
@@ -186,8 +202,10 @@ class HOTMethod(Method):
         """Both GEMMs from one quantisation call over g_y (the real backend reads g_y once per pass for both)."""
         if weight is None or not saved:
             return super().backward_gemms(g_y, weight, saved, windows, state, keys, gx_dtype)
+        backend = self.backend_for(g_y.device)
+        state.backend = backend.name
         specs = self._specs(g_y, weight.shape[0], windows, state, keys)
-        a_codes, a_scale, g_codes, g_scale = self.backend.quantize_grad_output(
+        a_codes, a_scale, g_codes, g_scale = backend.quantize_grad_output(
             g_y, specs.grad_output, specs.grad_output_hla
         )
         g_x = self._hq_matmul((a_codes, a_scale), weight, specs.grad_output, gx_dtype)

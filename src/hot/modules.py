@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -48,30 +49,52 @@ class HOTLayerMixin:
     def _uses_hot_backward(self, x: torch.Tensor) -> bool:
         return torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)
 
-    def get_extra_state(self) -> dict[str, Any]:
-        return {"step": self.hot_state.step, "gx_granularity": self.hot_state.gx_granularity}
+    def get_extra_state(self) -> torch.Tensor:
+        """[hash step, LQS decision] as an int64 tensor (:data:`EXTRA_STATE_DECISIONS` index): a tensor, because
+        tools treat every state-dict value as one (timm's ModelEmaV2 updates them all with ``copy_``)."""
+        decision = EXTRA_STATE_DECISIONS.index(self.hot_state.gx_granularity)
+        return torch.tensor([self.hot_state.step, decision], dtype=torch.int64)
 
-    def set_extra_state(self, state: dict[str, Any]) -> None:
-        self.hot_state.step = int(state["step"])
-        self.hot_state.gx_granularity = state["gx_granularity"]
+    def set_extra_state(self, state: torch.Tensor | dict[str, Any]) -> None:
+        if isinstance(state, dict):  # the {"step", "gx_granularity"} form of earlier checkpoints
+            self.hot_state.step, self.hot_state.gx_granularity = int(state["step"]), state["gx_granularity"]
+            return
+        step, decision = state.tolist()
+        self.hot_state.step, self.hot_state.gx_granularity = int(step), EXTRA_STATE_DECISIONS[decision]
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, hot_method={self.hot_config.method}, hot_index={self.hot_state.index}"
 
 
+# A layer's LQS decision in its extra state: none yet, per-token or per-tensor g_x scales.
+EXTRA_STATE_DECISIONS = (None, "per_token", "per_tensor")
+_HOT_ATTRIBUTES = ("hot_config", "hot_method", "hot_state", "hot_handle", "hot_name", "hot_grid")
+# Module state held in dicts of its own: the new module gets copies (a change to one does not reach the other).
+_OWN_DICTS = ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set")
+
+
+def _recast(mod: nn.Module, cls: type[nn.Module]) -> nn.Module:
+    """A ``cls`` module with ``mod``'s state: parameters, buffers and submodules (the same tensors), the training
+    flag, extra attributes, and its hooks of every kind. The hook dicts are shared, so the handles that registered
+    them still remove them. HOT's own attributes are not carried."""
+    new = cls.__new__(cls)
+    state = {k: v for k, v in mod.__dict__.items() if k not in _HOT_ATTRIBUTES}
+    for key in _OWN_DICTS:
+        if key in state:
+            state[key] = copy.copy(state[key])
+    new.__dict__.update(state)
+    return new
+
+
 class HOTLinear(HOTLayerMixin, nn.Linear):
     @classmethod
     def from_float(cls, mod: nn.Linear, config: HOTConfig, index: int) -> HOTLinear:
-        new = cls(mod.in_features, mod.out_features, bias=mod.bias is not None, device="meta")
-        new.weight, new.bias = mod.weight, mod.bias
-        new.train(mod.training)
+        new = _recast(mod, cls)
         new._init_hot(config, index)
         return new
 
     def to_float(self) -> nn.Linear:
-        mod = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None, device="meta")
-        mod.weight, mod.bias = self.weight, self.bias
-        return mod.train(self.training)
+        return _recast(self, nn.Linear)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._uses_hot_backward(x):
@@ -82,36 +105,15 @@ class HOTLinear(HOTLayerMixin, nn.Linear):
 class HOTConv2d(HOTLayerMixin, nn.Conv2d):
     @classmethod
     def from_float(cls, mod: nn.Conv2d, config: HOTConfig, index: int) -> HOTConv2d:
-        new = cls(
-            mod.in_channels,
-            mod.out_channels,
-            mod.kernel_size,
-            mod.stride,
-            mod.padding,
-            mod.dilation,
-            groups=1,
-            bias=mod.bias is not None,
-            device="meta",
-        )
-        new.weight, new.bias = mod.weight, mod.bias
-        new.train(mod.training)
+        reason = conv_supported(mod)
+        if reason is not None:
+            raise ValueError(f"HOTConv2d cannot take a convolution with {reason}")
+        new = _recast(mod, cls)
         new._init_hot(config, index)
         return new
 
     def to_float(self) -> nn.Conv2d:
-        mod = nn.Conv2d(
-            self.in_channels,
-            self.out_channels,
-            self.kernel_size,
-            self.stride,
-            self.padding,
-            self.dilation,
-            groups=1,
-            bias=self.bias is not None,
-            device="meta",
-        )
-        mod.weight, mod.bias = self.weight, self.bias
-        return mod.train(self.training)
+        return _recast(self, nn.Conv2d)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._uses_hot_backward(x):

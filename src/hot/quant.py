@@ -28,7 +28,9 @@ def qmax(bits: int) -> int:
 def absmax_scale(t: torch.Tensor, bits: int, granularity: str = "per_tensor") -> torch.Tensor:
     """float32 scale ``max|t| / qmax`` per tensor (shape ()), per row (L, 1) or per column (1, C).
 
-    An all-zero group gets scale 1 so that every code is 0 and nothing divides by zero.
+    An all-zero group gets scale 1 so that every code is 0 and nothing divides by zero. A group holding a NaN
+    or an infinity gets a non-finite scale (its codes are then meaningless), so the dequantised product, and the
+    gradient it is part of, is non-finite too: a NaN in g_y is never masked.
     """
     t = t.float()
     if granularity == "per_tensor":
@@ -40,7 +42,7 @@ def absmax_scale(t: torch.Tensor, bits: int, granularity: str = "per_tensor") ->
     else:
         raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
     scale = amax / qmax(bits)
-    return torch.where(amax > 0, scale, torch.ones_like(scale))
+    return torch.where(amax == 0, torch.ones_like(scale), scale)
 
 
 def sawb_scale(w: torch.Tensor, bits: int = 4) -> torch.Tensor:

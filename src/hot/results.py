@@ -46,6 +46,21 @@ def write_atomic(path: Path | str, write: Callable[[IO[bytes]], None]) -> None:
         os.close(directory)
 
 
+def load_json(path: Path | str) -> Any:
+    """A JSON file's content; a missing, unreadable, empty or truncated file is a ``ValueError`` naming it."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise ValueError(f"{path}: {err.strerror or err}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        what = "empty" if not text.strip() else f"not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})"
+        raise ValueError(f"{path}: {what}") from None
+
+
 def write_text_atomic(path: Path | str, text: str) -> None:
     write_atomic(path, lambda f: f.write(text.encode()))
 

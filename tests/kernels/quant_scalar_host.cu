@@ -5,6 +5,7 @@
 //   nearest    qmax i32, n u64, n (v, s) f32 pairs      -> n i8    nearest_code
 //   scale      qmax i32, n u64, n amax f32              -> n f32   absmax_to_scale
 //   divide     n u64, n (v, s) f32 pairs                -> n f32   div_scale(v, scale_of(s))
+//   amax       n u64, n magnitudes f32                  -> 1 f32   amax_of folded over them, from 0
 //   e4m3       n u64 (even), n codes f32                -> n u8    e4m3_of_code, then n u8 from e4m3x2_of_codes
 //   sawb       qmax i32, sawb4 i32, numel f64, n u64, n (sum b², sum |b|, max |b|) f64 triples
 //                                                       -> 1 f32   sawb_scale_from_partials
@@ -92,6 +93,11 @@ int main(int argc, char** argv) {
     std::vector<float> scale(amax.size());
     for (size_t i = 0; i < amax.size(); ++i) scale[i] = hot::absmax_to_scale(amax[i], qmax);
     write_many(scale);
+  } else if (!std::strcmp(op, "amax")) {
+    const auto values = read_many<float>(read_one<uint64_t>());
+    std::vector<float> amax{0.0f};
+    for (const float v : values) amax[0] = hot::amax_of(amax[0], v);
+    write_many(amax);
   } else if (!std::strcmp(op, "e4m3")) {
     const auto codes = read_many<float>(read_one<uint64_t>());
     std::vector<uint8_t> one(codes.size()), pairs(codes.size());

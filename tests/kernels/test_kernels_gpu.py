@@ -407,6 +407,36 @@ def test_hot_linear_real_equals_fake(
     assert _rel(gw_real, gw_fake) < 1e-6
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize(
+    "cfg", [{}, {"gx_granularity": "per_tensor"}, {"abc": True}, {"gw_granularity": "per_channel"}]
+)
+def test_non_finite_grad_output_gives_non_finite_gradients(kernel_backend, value, fused, cfg) -> None:
+    """One NaN or infinity in g_y: the scales of its group are non-finite (as the reference's), so are g_x and g_w;
+    the finite groups keep the reference's codes and scales."""
+    grid, in_f, out_f = TokenGrid(1, 14, 14), 64, 96
+    lin = torch.nn.Linear(in_f, out_f, device=CUDA)
+    layer = HOTLinear.from_float(lin, HOTConfig(backend="real", fused_grad_output=fused, **cfg), index=0)
+    layer.hot_grid = grid
+    x = _randn(2, grid.tokens, in_f, seed=1).to(CUDA).requires_grad_(True)
+    g_y = _randn(2, grid.tokens, out_f, seed=2)
+    g_y[1, 40, 7] = value
+    layer(x).backward(g_y.to(CUDA))
+    assert not torch.isfinite(x.grad).all() and not torch.isfinite(layer.weight.grad).all()
+    g2d = g_y.reshape(-1, out_f)
+    hq = HQSpec(16, 4, cfg.get("gx_granularity", "per_token"), 77)
+    hla = HLASpec(_spatial(1, 14, 14), 8, 8, "stochastic", cfg.get("gw_granularity", "per_tensor"), 78)
+    ref_codes, ref_scale = REF.hq_quantize_grad_output(g2d, hq)
+    codes, scale = RealBackend(fused_grad_output=fused).quantize_grad_output(g2d.to(CUDA), hq, hla)[:2]
+    scale = scale.cpu()
+    assert torch.equal(scale.isfinite(), ref_scale.isfinite()) and not scale.isfinite().all()
+    if hq.granularity == "per_token":
+        rows = ref_scale.reshape(-1).isfinite()
+        assert torch.equal(codes.cpu().float()[rows], ref_codes.float()[rows])
+        assert torch.equal(scale[rows], ref_scale[rows])
+
+
 @pytest.mark.parametrize("gw_granularity", ["per_tensor", "per_channel"])
 def test_packed_input_like_matches_the_real_codes(kernel_backend, gw_granularity: str) -> None:
     """What torch.compile traces with is laid out as what the kernels return (shape, stride, dtype)."""
@@ -471,7 +501,7 @@ def test_real_backend_model_copies_and_pickles(kernel_backend, how: str) -> None
         torch.save(original, buffer)
         buffer.seek(0)
         twin = torch.load(buffer, weights_only=False)
-    assert type(twin[0].hot_method.backend).__name__ == "RealBackend"
+    assert type(twin[0].hot_method.backend_for(CUDA)).__name__ == "RealBackend"
     for model in (original, twin):
         model.zero_grad()
         model(x).square().mean().backward()

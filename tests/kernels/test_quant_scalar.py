@@ -86,11 +86,27 @@ def test_nearest_codes_round_half_to_even_like_torch(host) -> None:
 
 
 def test_absmax_to_scale_is_absmax_scale(host) -> None:
-    amax = torch.cat([torch.zeros(3), torch.rand(1000) * torch.exp2(torch.randint(-40, 40, (1000,)).float())])
+    """Bit for bit, a non-finite amax included: NaN and +inf give the reference's non-finite scales."""
+    special = torch.tensor([0.0, 0.0, 0.0, float("nan"), float("inf")])
+    amax = torch.cat([special, torch.rand(1000) * torch.exp2(torch.randint(-40, 40, (1000,)).float())])
     for bits in (4, 8):
         out = host("scale", struct.pack("<iQ", qmax(bits), amax.numel()) + amax.numpy().tobytes())
         expected = torch.stack([absmax_scale(a.reshape(1, 1), bits) for a in amax])
-        assert torch.equal(torch.from_numpy(np.frombuffer(out, dtype=np.float32).copy()), expected)
+        got = torch.from_numpy(np.frombuffer(out, dtype=np.float32).copy())
+        assert torch.equal(got.view(torch.int32), expected.view(torch.int32))
+
+
+@pytest.mark.parametrize("special", [None, float("nan"), float("inf")])
+def test_amax_of_is_torch_amax_and_keeps_a_nan(host, special) -> None:
+    """The kernels' max of magnitudes is torch's amax, which a NaN wins (fmaxf would drop it)."""
+    values = (torch.randn(999) * torch.exp2(torch.randint(-30, 30, (999,)).float())).abs()
+    values[::50] = 0.0
+    if special is not None:
+        values[500] = special
+    out = host("amax", struct.pack("<Q", values.numel()) + values.numpy().tobytes())
+    got = torch.from_numpy(np.frombuffer(out, dtype=np.float32).copy()).reshape(())
+    want = values.amax()
+    assert torch.equal(got.view(torch.int32), want.view(torch.int32)) or (got.isnan() and want.isnan())
 
 
 def test_e4m3_bytes_of_every_int8_code(host) -> None:

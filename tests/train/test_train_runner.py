@@ -77,7 +77,7 @@ def test_two_step_run_and_resume_after_kill_are_identical(tmp_path, tiny, monkey
     wa, wb = (torch.load(d / "model.pt", weights_only=True)["state_dict"] for d in (whole, killed))
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
     steps = torch.load(killed / "checkpoint.pt", weights_only=True)["model"]["blocks.0.attn.qkv._extra_state"]
-    assert steps["step"] == 2  # one forward per training step; evaluation does not count
+    assert steps[0].item() == 2  # one forward per training step; evaluation does not count
     assert a["config"]["method"] == "hot_abc_lqs" and a["environment"]["torch"] == torch.__version__
 
 
@@ -278,3 +278,92 @@ def test_progress_lines_every_tenth_of_an_epoch(capsys, monkeypatch):
     monkeypatch.setenv(progress_module.PROGRESS_ENV, "bars")
     with pytest.raises(ValueError, match="HOT_PROGRESS='bars'"):
         progress_module.progress_mode(main=True)
+
+
+def _cli_train(tmp_path, settings: dict, *extra: str) -> int:
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(settings))
+    return main(["train", "--out", str(tmp_path / "out"), "--config", str(config), *extra])
+
+
+def _last_error_line(capsys, command: str = "train") -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f"hot {command}: error: "), err
+    return line
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"model": "no_such_net"}, "model 'no_such_net' is not a timm model"),
+        ({"lr": float("nan")}, "lr must be a positive finite number"),
+        ({"classes": [3]}, "classes must name at least two classes"),
+        ({"dataset": "cifar10", "data_dir": "__missing__"}, "cifar10"),
+    ],
+)
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, tiny, capsys, change, problem):
+    if change.get("data_dir") == "__missing__":
+        change = {**change, "data_dir": str(tmp_path / "no_data")}
+    assert _cli_train(tmp_path, {**tiny, **change}) == 2
+    assert problem in _last_error_line(capsys)
+
+
+def test_cli_set_nan_lr_is_refused(tmp_path, tiny, capsys):
+    assert _cli_train(tmp_path, tiny, "--set", "lr=.nan") == 2
+    assert "lr must be a positive finite number, got nan" in _last_error_line(capsys)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a CUDA device")
+def test_cli_device_cuda_without_one_is_bad_input(tmp_path, tiny, capsys):
+    assert _cli_train(tmp_path, {**tiny, "device": "cuda"}) == 2
+    assert "torch sees no CUDA device" in _last_error_line(capsys)
+
+
+def test_cli_changed_config_and_empty_checkpoint_on_resume(tmp_path, tiny, capsys):
+    tiny["epochs"] = 1
+    assert _cli_train(tmp_path, tiny) == 0
+    assert _cli_train(tmp_path, {**tiny, "lr": 0.5}) == 2
+    assert "keys ['lr'] differ" in _last_error_line(capsys)
+    checkpoint = tmp_path / "out" / "checkpoint.pt"
+    checkpoint.write_bytes(b"")
+    assert _cli_train(tmp_path, tiny) == 2
+    assert f"{checkpoint} is not a readable checkpoint (EOFError" in _last_error_line(capsys)
+    assert _cli_train(tmp_path, tiny, "--no-resume") == 0
+
+
+def test_cli_non_finite_loss_is_a_failed_run_exit_1(tmp_path, tiny, monkeypatch, capsys):
+    _poisoned(monkeypatch, lambda model: model.head.register_forward_hook(lambda mod, args, out: out * float("inf")))
+    assert _cli_train(tmp_path, tiny) == 1
+    line = _last_error_line(capsys)
+    assert "NonFiniteError: non-finite loss" in line and "--debug" in line
+    with pytest.raises(NonFiniteError):
+        _cli_train(tmp_path, tiny, "--debug")
+
+
+def test_a_fresh_start_removes_an_earlier_runs_results(tmp_path, tiny, monkeypatch):
+    """--no-resume: an earlier run's metrics, model and checkpoint go before the new run starts, so a new run that
+    fails leaves none of them to be taken for its own."""
+    tiny["epochs"] = 1
+    out = tmp_path / "out"
+    assert train(TrainConfig.from_dict(tiny), out)["hot_backends"] == ["fake"]  # auto, on the CPU
+    assert {p.name for p in out.iterdir()} >= {"metrics.json", "model.pt", "checkpoint.pt"}
+    _poisoned(monkeypatch, lambda model: model.head.register_forward_hook(lambda mod, args, out: out * float("inf")))
+    with pytest.raises(NonFiniteError):
+        train(TrainConfig.from_dict(tiny), out, resume=False)
+    assert not any((out / name).exists() for name in ("metrics.json", "model.pt", "checkpoint.pt", "lqs.json"))
+
+
+def test_a_second_run_into_the_same_out_fails_at_once(tmp_path, tiny, capsys):
+    import fcntl
+
+    out = tmp_path / "out"
+    out.mkdir()
+    with open(out / "train.lock", "a") as held:  # what a running hot train holds
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert _cli_train(tmp_path, tiny) == 2
+        assert f"another hot train is writing into {out}" in _last_error_line(capsys)
+    assert not (out / "metrics.json").exists()
+    tiny["epochs"] = 1
+    assert _cli_train(tmp_path, tiny) == 0  # released: the next run goes ahead

@@ -61,7 +61,7 @@ def test_backend_auto_is_real_where_the_kernels_passed_their_tests_else_fake_and
     assert resolved["backend_reason"] == "auto: the hot-kernels extension passed its tests"
     no_gpu = _json(tmp_path / "no_gpu.json", status="not run: no CUDA GPU")
     resolved = json.loads(train.resolve_backend(settings, "auto", no_gpu))
-    assert resolved["hot"] == {"hla_rank": 4}  # fake: HOTConfig's default
+    assert resolved["hot"] == {"hla_rank": 4, "backend": "fake"}  # named: HOTConfig's default, auto, would choose
     assert resolved["backend_reason"] == "auto: fake, the hot-kernels extension is unusable (not run: no CUDA GPU)"
     for backend in ("fake", "real"):  # explicit: as configured (real without kernels is skipped by skip_reason)
         assert train.resolve_backend(settings, backend, no_gpu) == settings

@@ -344,6 +344,13 @@ def test_every_table_says_which_backend_and_gpu_computed_its_cells(tmp_path: Pat
     assert "real backend on NVIDIA H100 80GB HBM3" in (tmp_path / "tables" / "table2.csv").read_text()
     data = _build(tmp_path, "table4", {"fmnist/vit_tiny_fmnist/hot@s0": real["r8@s0"]})
     assert data["scale"][-1] == "cells: real backend on NVIDIA H100 80GB HBM3"
+    # backend auto (the library's default): what ran, as metrics record it, not the config's "auto"
+    auto = json.loads(Path(real["r8@s0"]).read_text())
+    auto["config"]["hot"] = {"backend": "auto"}
+    auto["hot_backends"] = ["real"]
+    (tmp_path / "auto.json").write_text(json.dumps(auto))
+    data = _build(tmp_path, "table2", {"r8@s0": str(tmp_path / "auto.json")})
+    assert data["scale"][-1] == "cells: real backend on NVIDIA H100 80GB HBM3"
 
 
 def test_table5_formulas() -> None:

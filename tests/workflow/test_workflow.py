@@ -353,13 +353,14 @@ def test_embedded_plan() -> None:
         run = p.runs[key]
         assert run.init_run and p.runs[run.init_run].settings["classes"] == [0, 1, 2, 3, 4]
         assert run.settings["classes"] == [5, 6, 7, 8, 9]
-    assert p.runs[p.tables["table2"]["r4@s0"]].settings["hot"] == {"hla_rank": 4}
+    # backend: fake, named where HOT runs (the library's default, auto, would choose at run time)
+    assert p.runs[p.tables["table2"]["r4@s0"]].settings["hot"] == {"hla_rank": 4, "backend": "fake"}
     assert p.runs[p.tables["table3"]["f0d1@s0"]].settings["method"] == "lora_hot_decomposed"
     assert p.runs[p.tables["keep_ratio_sweep"]["grad_dropout/0.5@s0"]].settings["method"] == "grad_dropout"
     # identical settings are one run, whichever tables use it (a HOTConfig field at its default is not spelt out)
     assert p.tables["keep_ratio_sweep"]["fp@s0"] == p.tables["hla_blocking"]["fp@s0"]
     assert p.tables["table2"]["r8@s1"] == p.tables["hla_blocking"]["spatial@s1"]
-    assert p.runs[p.tables["hla_blocking"]["paper@s0"]].settings["hot"] == {"hla_blocking": "paper"}
+    assert p.runs[p.tables["hla_blocking"]["paper@s0"]].settings["hot"] == {"hla_blocking": "paper", "backend": "fake"}
     assert all(r.settings["device"] == "cpu" and r.settings["epochs"] == 2 for r in p.runs.values())
     # two seeds everywhere, so every accuracy check can state a spread
     assert {role.rpartition("@s")[2] for roles in p.tables.values() for role in roles} == {"0", "1"}
@@ -391,7 +392,15 @@ def test_full_plan_is_the_paper_grid() -> None:
     # rule resolves it at job time); the other methods are fake
     auto = [r for r in p.runs.values() if r.uses_kernels]
     assert auto and all(r.backend == "auto" and r.settings["method"] in HOT_METHODS for r in auto)
-    assert all("backend" not in r.settings.get("hot", {}) for r in p.runs.values())
+    assert all("backend" not in r.settings.get("hot", {}) for r in auto)
+    # LoRA with HOT on some layers runs the reference, named (the library's default, auto, would choose at run time)
+    lora_hot = [r for r in p.runs.values() if r.settings["method"].startswith("lora_hot")]
+    assert lora_hot and all(r.settings["hot"]["backend"] == "fake" for r in lora_hot)
+    assert all(
+        "backend" not in (r.settings.get("hot") or {})
+        for r in p.runs.values()
+        if not r.uses_kernels and r not in lora_hot
+    )
     assert {r.backend for r in p.runs.values() if r.settings["method"] not in HOT_METHODS} == {"fake"}
     config = copy.deepcopy(config)
     config["backend"] = "real"

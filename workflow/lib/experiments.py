@@ -122,8 +122,10 @@ class _Builder:
         # A HOTConfig field at its default is left out, so runs that differ only in spelling it are one run
         # (Table 2's r = 8 is the blocking ablation's spatial run). The seed stays: it replaces the run's seed.
         hot = {k: v for k, v in (hot or {}).items() if k == "seed" or HOT_DEFAULTS.get(k, _UNSET) != v}
-        if self.backend(method) == "real":
-            hot["backend"] = "real"
+        # HOT's own layers name their backend unless the train rule resolves it (auto); the library's default, auto,
+        # would choose at run time whatever loads. Baselines always run PyTorch reference code.
+        if self.runs_hot(method) and self.backend(method) != "auto":
+            hot["backend"] = self.backend(method)
         settings = {
             **{k: ds.get(k) for k in ("dataset", "data_dir", "classes", "train_subset", "test_subset")},
             "model": cfg["model_map"].get(model, model),
@@ -138,6 +140,11 @@ class _Builder:
             **(exp.get("overrides") or {}),
         }
         return _clean(settings)
+
+    @staticmethod
+    def runs_hot(method: str) -> bool:
+        """Its layers run HOT's method (HQ + HLA): a preset of it, or LoRA with HOT on some layers."""
+        return method in HOT_METHODS or (method in LORA_TABLE3.values() and method != LORA_TABLE3[(False, False)])
 
     def backend(self, method: str) -> str:
         """The configured backend of a run of ``method``: only HOT's own methods have a real one."""

@@ -46,6 +46,7 @@ def resolve_backend(settings: str, backend: str, kernel_tests: str | None) -> st
         values["hot"] = {**values.get("hot", {}), "backend": "real"}
         values["backend_reason"] = "auto: the hot-kernels extension passed its tests"
     else:
+        values["hot"] = {**values.get("hot", {}), "backend": "fake"}
         values["backend_reason"] = f"auto: fake, the hot-kernels extension is unusable ({tests})"
     return json.dumps(values, sort_keys=True)
 

@@ -124,10 +124,29 @@ def quantize_grad_output_separately(
     return (*backend.hq_quantize_grad_output(g_y, hq), *backend.hla_quantize(g_y, hla))
 
 
-def create_backend(config: HOTConfig) -> Backend:
-    """The backend ``config.backend`` names, with the config's backend options. Layers of equal options share one
-    instance. ``real`` raises ``RuntimeError`` (saying how to build it) where the extension is not installed."""
-    return _backend(config.backend, config.gemm, config.fused_grad_output)
+def create_backend(config: HOTConfig, device: torch.device | None = None) -> Backend:
+    """The backend that runs ``config``'s calls on ``device``, with the config's backend options. ``auto``: ``real``
+    where ``device`` is a CUDA device and the hot-kernels extension loads, else ``fake`` (also without a device).
+    Layers of equal options share one instance. ``real`` raises ``RuntimeError`` (saying how to build it) where the
+    extension is not installed."""
+    name = config.backend
+    if name == "auto":
+        name = "real" if device is not None and device.type == "cuda" and real_available() else "fake"
+    if name == "fake":
+        return _backend("fake", "auto", False)
+    return _backend(name, config.gemm, config.fused_grad_output)
+
+
+@functools.cache
+def real_available() -> bool:
+    """Whether the hot-kernels extension loads (looked up once per process)."""
+    from .real import load_ops
+
+    try:
+        load_ops()
+    except RuntimeError:
+        return False
+    return True
 
 
 @functools.cache

@@ -88,7 +88,7 @@ def measure_layer(
     w = torch.randn(out_f, in_f, device=device, generator=gen) * 0.02
     w_bf16 = w.bfloat16()
     keys, state = Keys(seed, 0, 0), LayerState(index=0)
-    config, backend = method.config, method.backend
+    config, backend = method.config, method.backend_for(g_y.device)
     windows = hla_windows(TOKENS, config.hla_blocking, VIT_B16_GRID)
     specs = layer_specs(config, out_f, windows, keys)
     hq, hla = specs.grad_output, specs.grad_output_hla

@@ -161,7 +161,7 @@ def _layers_and_kernels(args: argparse.Namespace, payload: dict[str, Any], save:
     method = create_method(hot_config(args))
     if not isinstance(method, HOTMethod):
         raise TypeError(f"expected the HOT method, got {type(method).__name__}")
-    gemm_for = getattr(method.backend, "gemm_for", None)
+    gemm_for = getattr(method.backend_for(torch.device("cuda")), "gemm_for", None)
     payload["environment"]["hot_kernels_gemm"] = gemm_for(torch.device("cuda")) if gemm_for else None
     rows = {r["layer"]: r for r in vit_b_rows()}
     for name in VIT_B_LAYERS:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="none",
         help="run the measured forward under torch.autocast in this dtype (cpu or cuda)",
     )
-    parser.add_argument("--out", type=Path, required=True, help="results JSON (a CSV is written beside it)")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="results JSON, a CSV beside it (X.csv: the CSV, and X.json beside it)"
+    )
+
+
+def result_paths(out: Path) -> tuple[Path, Path]:
+    """The JSON and CSV written for ``--out``: OUT and OUT with suffix .csv, or for an OUT ending in .csv, OUT with
+    suffix .json and OUT (the JSON never overwrites the CSV)."""
+    if out.suffix.lower() == ".csv":
+        return out.with_suffix(".json"), out
+    return out, out.with_suffix(".csv")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,23 +58,20 @@ def run(args: argparse.Namespace) -> int:
     from ..config import PRESETS
     from .info import environment
 
-    try:
-        methods, accountings = split_list(args.methods), split_list(args.accounting)
-        unknown = [m for m in methods if m not in PRESETS] + [a for a in accountings if a not in ACCOUNTINGS]
-        if unknown or not methods or not accountings:
-            raise ValueError(
-                f"unknown method/accounting {unknown}; --methods: {sorted(PRESETS)}, --accounting: {list(ACCOUNTINGS)}"
-            )
-        rows: list[dict[str, Any]] = []
-        if "paper" in accountings:
-            rows += memory.paper_accounting(args.model, args.batch_size, args.num_classes, methods, args.image_size)
-        if "measured" in accountings:
-            rows += memory.measured_accounting(
-                args.model, args.batch_size, args.num_classes, methods, args.device, args.image_size, args.autocast
-            )
-    except ValueError as err:
-        print(f"hot memory: error: {err}", file=sys.stderr)
-        return 2
+    methods, accountings = split_list(args.methods), split_list(args.accounting)
+    unknown = [m for m in methods if m not in PRESETS] + [a for a in accountings if a not in ACCOUNTINGS]
+    if unknown or not methods or not accountings:
+        raise ValueError(
+            f"unknown method/accounting {unknown}; --methods: {sorted(PRESETS)}, --accounting: {list(ACCOUNTINGS)}"
+        )
+    json_path, csv_path = result_paths(args.out)
+    rows: list[dict[str, Any]] = []
+    if "paper" in accountings:
+        rows += memory.paper_accounting(args.model, args.batch_size, args.num_classes, methods, args.image_size)
+    if "measured" in accountings:
+        rows += memory.measured_accounting(
+            args.model, args.batch_size, args.num_classes, methods, args.device, args.image_size, args.autocast
+        )
     payload = {
         "command": "memory",
         "model": args.model,
@@ -81,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
         "paper": memory.paper_reference(args.model, args.batch_size),
         "environment": environment(),
     }
-    write_csv_atomic(args.out.with_suffix(".csv"), rows)
-    write_json_atomic(args.out, payload)
+    write_csv_atomic(csv_path, rows)
+    write_json_atomic(json_path, payload)
     print(f"hot memory: {args.model}, one training step of {args.batch_size} image(s); GB = 2^30 bytes")
     for name in accountings:
         print(f"  {name}: {ACCOUNTINGS[name]}")

@@ -33,9 +33,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..results import write_json_atomic
+    from ..results import load_json, write_json_atomic
 
-    plan = json.loads(args.plan.read_text())
+    plan = load_json(args.plan)
+    if not isinstance(plan, dict) or not isinstance(plan.get("runs"), dict) or not isinstance(plan.get("tables"), dict):
+        raise ValueError(f"{args.plan}: not a workflow plan (a JSON object with 'runs' and 'tables')")
+    if not args.measured.is_dir():
+        raise ValueError(f"--measured {args.measured}: not a directory (a smoke run's results, e.g. results/smoke)")
     estimate = estimate_plan(plan, args.measured, args.gpus)
     print(report(estimate))
     if args.json is not None:

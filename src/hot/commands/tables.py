@@ -42,9 +42,12 @@ def run(args: argparse.Namespace) -> int:
 
         write_text_atomic(args.out_dir / "summary.md", summary_markdown(inputs))
         return 0
-    options = json.loads(args.options)
+    try:
+        options = json.loads(args.options)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--options: not valid JSON ({err.msg} at column {err.colno})") from None
     if not isinstance(options, dict):
-        raise SystemExit("--options must be a JSON object")
+        raise ValueError(f"--options must be a JSON object, got {args.options!r}")
     module = importlib.import_module(f"hot.tables.{args.table}")
     table = module.build(inputs, options, args.figure)
     write_text_atomic(args.out_dir / f"{table.name}.md", markdown(table))

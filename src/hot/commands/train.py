@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,10 +32,6 @@ def run(args: argparse.Namespace) -> int:
     from ..train.config import load_config
     from ..train.loop import train
 
-    try:
-        config = load_config(args.config, args.overrides)
-    except ValueError as err:  # load_config reports unreadable files, bad YAML and bad values as ValueError
-        print(f"hot train: error: {err}", file=sys.stderr)
-        return 2
-    train(config, args.out, resume=args.resume)
+    # load_config reports unreadable files, bad YAML and bad values as ValueError: bad input, as hot.cli reports it
+    train(load_config(args.config, args.overrides), args.out, resume=args.resume)
     return 0

@@ -162,7 +162,10 @@ def _backend_of(metrics: Mapping[str, Any]) -> str:
     where = gpu if gpu and str(metrics.get("device", "")).startswith("cuda") else "CPU"
     if cfg.get("method") in ("fp", "lora"):  # no layer is quantised
         return f"no quantisation on {where}"
-    backend = f"{(cfg.get('hot') or {}).get('backend', 'fake')} backend"
+    # what ran (backend auto chooses per call), else what the config named (results without a record name one; a
+    # config naming none is from before auto, when fake was the default)
+    ran = metrics.get("hot_backends")
+    backend = f"{' + '.join(ran) if ran else (cfg.get('hot') or {}).get('backend', 'fake')} backend"
     if cfg.get("backend_reason"):
         backend += f" ({cfg['backend_reason']})"
     return f"{backend} on {where}"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..results import load_json
 from .common import FAIL, INCONCLUSIVE, PASS, SKIP, read_json
 from .render import STATUS_MARK
 
@@ -14,9 +14,10 @@ ORDER = {FAIL: 0, INCONCLUSIVE: 1, PASS: 2, SKIP: 3}  # the order of the counts 
 
 def markdown(inputs: Mapping[str, Path]) -> str:
     """Roles: one table data JSON per table (role = table name); ``kernels`` and ``kernel_tests`` status JSON."""
-    tables = {
-        role: json.loads(path.read_text()) for role, path in inputs.items() if role not in ("kernels", "kernel_tests")
-    }
+    tables = {role: load_json(path) for role, path in inputs.items() if role not in ("kernels", "kernel_tests")}
+    for role, data in tables.items():
+        if not isinstance(data, dict) or not isinstance(data.get("checks"), list):
+            raise ValueError(f"{inputs[role]}: not a table's data JSON (hot tables --data-out), for role {role!r}")
     counts = {status: 0 for status in ORDER}
     for data in tables.values():
         for check in data["checks"]:

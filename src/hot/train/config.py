@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -91,11 +92,11 @@ class TrainConfig:
         for name in ("int8_warmup_epochs", "num_workers", "seed"):
             _int_at_least(name, getattr(self, name), 0)
         for name in ("lr", "eps"):
-            if not _is_number(getattr(self, name)) or getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be a positive number, got {getattr(self, name)!r}")
+            if not _is_number(getattr(self, name)) or not 0 < getattr(self, name) < math.inf:
+                raise ValueError(f"{name} must be a positive finite number, got {getattr(self, name)!r}")
         for name in ("weight_decay", "momentum", "mixup", "cutmix"):
-            if not _is_number(getattr(self, name)) or getattr(self, name) < 0:
-                raise ValueError(f"{name} must be a non-negative number, got {getattr(self, name)!r}")
+            if not _is_number(getattr(self, name)) or not 0 <= getattr(self, name) < math.inf:
+                raise ValueError(f"{name} must be a non-negative finite number, got {getattr(self, name)!r}")
         if not _is_number(self.label_smoothing) or not 0 <= self.label_smoothing < 1:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing!r}")
         for name in ("amp", "deterministic", "synthetic"):
@@ -106,6 +107,8 @@ class TrainConfig:
                 raise ValueError(f"classes must be a non-empty list of integer class ids, got {_shown(self.classes)!r}")
             if len(set(self.classes)) != len(self.classes) or min(self.classes) < 0:
                 raise ValueError(f"classes must be distinct non-negative ids, got {_shown(self.classes)!r}")
+            if len(self.classes) < 2:  # one class is trivially 100% accurate
+                raise ValueError(f"classes must name at least two classes, got {_shown(self.classes)!r}")
         if not _is_list_of(self.exclude, str):
             raise ValueError(f"exclude must be a list of module names, got {_shown(self.exclude)!r}")
         if self.lora is not None and not isinstance(self.lora, dict):

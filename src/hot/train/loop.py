@@ -14,6 +14,7 @@ that an interrupted and resumed run ends with the same weights and metrics as an
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import itertools
 import math
@@ -37,7 +38,8 @@ from torch.utils.data import DataLoader, DistributedSampler, Subset
 from tqdm import tqdm
 
 from .. import lqs
-from ..convert import hot_layers, set_config
+from ..convert import hot_layers, set_config, state_dict_for_plain
+from ..errors import InputError
 from ..results import environment, remove_stale_temporaries, write_atomic, write_json_atomic
 from .config import RESUME_FREE_KEYS, TrainConfig
 from .data import build_datasets, dataset_info
@@ -47,11 +49,17 @@ from .progress import Progress, progress_mode
 from .stopping import STOP_SIGNALS, Stopped, StopRequest
 
 CHECKPOINT, METRICS, MODEL, LQS = "checkpoint.pt", "metrics.json", "model.pt", "lqs.json"
+RESULTS = (CHECKPOINT, METRICS, MODEL, LQS)  # what a run writes into its --out
+LOCK = "train.lock"
 WARMUP_BITS = 8
 
 
 class NonFiniteError(FloatingPointError):
     """A loss or gradient became NaN or Inf."""
+
+
+class OutInUse(InputError, RuntimeError):
+    """Another run holds the output directory."""
 
 
 def train(config: TrainConfig, out: str | os.PathLike, resume: bool | None = None) -> dict[str, Any]:
@@ -92,10 +100,6 @@ def _determinism(on: bool) -> Iterator[None]:
     finally:
         torch.use_deterministic_algorithms(before[0], warn_only=before[1])
         torch.backends.cudnn.benchmark = before[2]
-
-
-def _plain_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v for k, v in model.state_dict().items() if not k.endswith("_extra_state")}
 
 
 def _rng_state() -> dict[str, Any]:
@@ -192,7 +196,7 @@ class _Run:
     def _device(self) -> torch.device:
         want = self.config.device
         if want == "cuda" and not torch.cuda.is_available():
-            raise RuntimeError("device: 'cuda' was asked for but torch sees no CUDA device")
+            raise ValueError("device: 'cuda' was asked for but torch sees no CUDA device (auto or cpu runs here)")
         if want == "cpu" or not torch.cuda.is_available():
             return torch.device("cpu")
         torch.cuda.set_device(self.place.local_rank)
@@ -275,7 +279,13 @@ class _Run:
 
     def _resume(self) -> None:
         path = self.out / CHECKPOINT
-        saved = torch.load(path, map_location="cpu", weights_only=True)
+        try:
+            saved = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # empty (EOFError), truncated, or not a checkpoint: unpickling raises many kinds
+            raise ValueError(
+                f"{path} is not a readable checkpoint ({type(err).__name__}: {' '.join(str(err).split())[:200]}); "
+                "pass --no-resume to start afresh, or use another --out"
+            ) from err
         now, then = self.config.to_dict(), saved["config"]
         differ = sorted(k for k in set(now) | set(then) if k not in RESUME_FREE_KEYS and now.get(k) != then.get(k))
         if differ:
@@ -354,11 +364,35 @@ class _Run:
     # --- training ----------------------------------------------------------------------------------------------
 
     def run(self, resume: bool) -> dict[str, Any]:
+        with self._out_locked():
+            return self._run(resume)
+
+    @contextlib.contextmanager
+    def _out_locked(self) -> Iterator[None]:
+        """Holds OUT/train.lock (rank 0) for the run: a second run into the same directory fails at once."""
+        if not self.place.main:
+            yield
+            return
+        self.out.mkdir(parents=True, exist_ok=True)
+        with open(self.out / LOCK, "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise OutInUse(
+                    f"another hot train is writing into {self.out} (it holds {self.out / LOCK}); wait for it to "
+                    "end, or use another --out"
+                ) from None
+            yield  # the lock goes with the file's closing, also when the process dies
+
+    def _run(self, resume: bool) -> dict[str, Any]:
+        resuming = resume and (self.out / CHECKPOINT).is_file()
         if self.place.main:
-            self.out.mkdir(parents=True, exist_ok=True)
             remove_stale_temporaries(self.out)
+            if not resuming:  # afresh: an earlier run's results must not stand beside this run's checkpoints
+                for name in RESULTS:
+                    (self.out / name).unlink(missing_ok=True)
         self.place.barrier()
-        if resume and (self.out / CHECKPOINT).is_file():
+        if resuming:
             self._resume()
         self.started = time.perf_counter()
         with self.stop.caught():
@@ -379,7 +413,7 @@ class _Run:
                 "model": self.config.model,
                 "num_classes": self.num_classes,
                 "classes": self.config.to_dict()["classes"],
-                "state_dict": _plain_state(self.net),
+                "state_dict": state_dict_for_plain(self.net),
             }
             write_atomic(self.out / MODEL, functools.partial(torch.save, model))
             write_json_atomic(self.out / METRICS, metrics, sort_keys=True)
@@ -521,6 +555,8 @@ class _Run:
             "test_samples": len(self.test_set),
             "trainable_parameters": sum(p.numel() for _, p in self.params),
             "hot_layers": [name for name, _ in hot_layers(self.net)],
+            # which backend ran the HOT layers' backward (backend auto chooses per call)
+            "hot_backends": sorted({layer.hot_state.backend for _, layer in hot_layers(self.net)} - {None}),
             "lqs": decisions,
             "environment": environment(),
             "config": self.config.to_dict(),

@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import InputError
+
 PACKAGE_DIR = "usr/share/datasets/fashion-mnist"  # where the Debian package puts the files, from its root
 SYSTEM_DIR = Path("/") / PACKAGE_DIR
 RESOURCES_DIR = Path("resources")  # relative to the working directory (the repository root in the workflow)
@@ -47,7 +49,7 @@ FASHION_MNIST_SHA256 = {
 DOWNLOAD_TIMEOUT_S = 60  # each socket operation of a torchvision download: a lossy network fails it, not hangs it
 
 
-class DatasetError(RuntimeError):
+class DatasetError(InputError, RuntimeError):
     """A dataset could not be found, fetched or verified."""
 
 

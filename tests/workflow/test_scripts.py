@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -49,8 +50,6 @@ def test_a_run_is_not_attempted_without_its_data_base_run_or_kernels(tmp_path: P
     assert train.skip_reason(ready, base) == f"not run: the run it starts from did not train (not run: {reason})"
     tests = _json(tmp_path / "tests.json", status="not run: no GPU")
     assert train.skip_reason(ready, None, tests) == "not measured: no GPU"
-    failed = _json(tmp_path / "failed.json", status="failed: see the kernel_tests log")
-    assert train.skip_reason(ready, None, failed) == "not measured: failed: see the kernel_tests log"
 
 
 def test_backend_auto_is_real_where_the_kernels_passed_their_tests_else_fake_and_why(tmp_path: Path) -> None:
@@ -111,3 +110,55 @@ def test_kernel_tests_run_only_on_a_built_extension_with_a_gpu() -> None:
     assert kernel_tests.not_run("built", lambda: True) is None
     assert kernel_tests.not_run("built", lambda: False) == "not run: no GPU"
     assert kernel_tests.not_run("not built: no GPU", lambda: True) == "not run: no GPU"
+
+
+_KERNEL_TESTS = """
+import pytest
+
+def test_fine():
+    assert True
+
+def test_broken():
+    assert 1 == 2
+
+class TestGroup:
+    def test_raises(self):
+        raise ValueError("bad binding")
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_param(n):
+    assert n == 1
+"""
+
+
+def test_failed_kernel_tests_are_named_from_pytests_junit_xml_and_log(tmp_path: Path) -> None:
+    """pytest's own JUnit XML and short summary, for a session with three failures among five tests."""
+    (tmp_path / "test_gemm.py").write_text(_KERNEL_TESTS)
+    junit = tmp_path / "junit.xml"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", str(tmp_path / "test_gemm.py"),
+         f"--junitxml={junit}"], capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout
+    expected = ["test_gemm::test_broken", "test_gemm::TestGroup::test_raises", "test_gemm::test_param[2]"]
+    assert kernel_tests.failed_from_junit(junit) == expected
+    assert kernel_tests.failed_from_junit(tmp_path / "absent.xml") is None
+    from_log = kernel_tests.failed_from_log(done.stdout)
+    assert sorted(from_log) == sorted(["test_gemm.py::test_broken", "test_gemm.py::TestGroup::test_raises",
+                                       "test_gemm.py::test_param[2]"])  # fmt: skip
+    status = kernel_tests.failure_status(expected, 1, "results/logs/kernel_tests.log")
+    assert status == "failed: 3 failed: test_broken, test_raises, test_param[2]; log results/logs/kernel_tests.log"
+    status = kernel_tests.failure_status([*expected, "test_gemm::test_more"], 1, "k.log")
+    assert status == "failed: 4 failed: test_broken, test_raises, test_param[2], and 1 more; log k.log"
+    assert kernel_tests.failure_status([], 2, "k.log") == (
+        "failed: pytest exited with 2, no test reported failing; log k.log"
+    )
+
+
+def test_a_run_that_waits_for_failed_kernel_tests_names_them(tmp_path: Path) -> None:
+    ready = _json(tmp_path / "ready.json", status="ready")
+    status = "failed: 2 failed: test_a, test_b; log results/logs/kernel_tests.log"
+    failed = _json(tmp_path / "failed.json", status=status, failed_tests=["x::test_a", "x::test_b"])
+    assert train.skip_reason(ready, None, failed) == (
+        "not run: kernel tests failed (2 failed: test_a, test_b; log results/logs/kernel_tests.log)"
+    )

@@ -1,8 +1,9 @@
 """The `train` rule's script: one training run, or the reason it is not attempted.
 
 A run is not attempted when something it needs is missing: its dataset (the `data` rule's status), the run it starts
-from, or (``backend: real``) kernels that passed their tests. It then writes ``{"status": "not run: <why>"}`` (the
-kernels' case: ``"not measured: <why>"``) as its metrics and an empty model.pt, and the tables show that text in its
+from, or (``backend: real``) kernels that passed their tests. It then writes ``{"status": "not run: <why>"}`` (failed
+kernel tests: ``"not run: kernel tests failed (N failed: <names>; log <path>)"``; kernels that could not be built or
+tested here: ``"not measured: <why>"``) as its metrics and an empty model.pt, and the tables show that text in its
 cells. ``backend: auto`` is resolved here, at job time: real where the kernels passed their tests, else fake; the
 settings (and so metrics.json's ``config``) record the backend and ``backend_reason``. Otherwise the run's settings
 become ``settings.json`` beside the metrics (a checkpoint left by a killed run is resumed only when they are
@@ -31,6 +32,8 @@ def skip_reason(data: str, init_metrics: str | None = None, kernel_tests: str | 
     if base.startswith("not "):
         return f"not run: the run it starts from did not train ({base})"
     tests = _status(kernel_tests)
+    if kernel_tests and tests.startswith("failed"):
+        return f"not run: kernel tests failed ({tests.removeprefix('failed').removeprefix(': ')})"
     if kernel_tests and tests != "passed":
         return f"not measured: {tests.removeprefix('not run: ')}"
     return None

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import pytest
 
@@ -161,4 +161,208 @@ def test_a_run_that_waits_for_failed_kernel_tests_names_them(tmp_path: Path) -> 
     failed = _json(tmp_path / "failed.json", status=status, failed_tests=["x::test_a", "x::test_b"])
     assert train.skip_reason(ready, None, failed) == (
         "not run: kernel tests failed (2 failed: test_a, test_b; log results/logs/kernel_tests.log)"
+    )
+
+
+# ------------------------------------------------- the kernels rule: use what is there, rebuild what is stale
+
+
+def test_a_build_covers_the_gpus_its_cubins_or_ptx_run_on(build_config: ModuleType) -> None:
+    covers = build_config.covers
+    default = ["8.0", "8.6", "8.9", "9.0"]
+    assert covers(default, (9, 0)) and covers(default, (8, 9)) and covers(default, (8, 7))
+    assert not covers(default, (10, 0)) and not covers(default, (12, 0)) and not covers(default, (7, 5))
+    assert covers(["8.0"], (8, 6)) and not covers(["8.6"], (8, 0))  # a cubin runs on later minors of its major
+    assert covers(["9.0a"], (9, 0)) and not covers(["9.0a"], (9, 1))  # arch-specific: that capability only
+    assert covers(["8.0", "9.0a"], (8, 9))
+    assert covers(["8.6+PTX"], (12, 0)) and not covers(["8.6+PTX"], (8, 0))  # PTX: any later capability
+
+
+def _kernel_tree(root: Path) -> Path:
+    for name, text in {
+        "csrc/a.cu": "k",
+        "hot_kernels/__init__.py": "",
+        "setup.py": "s",
+        "build_config.py": "b",
+    }.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_the_source_hash_changes_with_the_sources_not_with_build_outputs(build_config: ModuleType, tmp_path: Path):
+    root = _kernel_tree(tmp_path / "kernels")
+    first = build_config.source_hash(root)
+    for output in ("build/lib/x.o", "hot_kernels/__pycache__/x.pyc", "hot_kernels/_C.so", "x.egg-info/PKG-INFO",
+                   f"hot_kernels/{build_config.BUILD_INFO}"):  # fmt: skip
+        (root / output).parent.mkdir(parents=True, exist_ok=True)
+        (root / output).write_text("out")
+    assert build_config.source_hash(root) == first
+    (root / "csrc" / "a.cu").write_text("k2")
+    assert build_config.source_hash(root) != first
+    (root / "csrc" / "a.cu").write_text("k")
+    (root / "csrc" / "b.cuh").write_text("")
+    assert build_config.source_hash(root) != first
+    # the repository's own kernels/ hashes (the files the real build records)
+    assert len(build_config.source_hash()) == 64
+
+
+def _installed(where: Path, build: dict | None, broken: bool = False) -> None:
+    """A stand-in ``hot_kernels`` package (as pip installs it: the package and its build record)."""
+    package = where / "hot_kernels"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text("raise ImportError('undefined symbol: _ZN3c10')\n" if broken else "")
+    info = package / "build_info.json"
+    info.unlink(missing_ok=True)
+    if build is not None:
+        info.write_text(json.dumps(build))
+
+
+def _good_build(build_config: ModuleType, **changed: object) -> dict:
+    import torch
+
+    return {**build_config.build_info(["8.0", "9.0a"], True, torch.__version__, REPO / "kernels"), **changed}
+
+
+def test_the_installed_build_is_probed_and_judged(
+    build_config: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    sha = build_config.source_hash(REPO / "kernels")
+    _installed(tmp_path, _good_build(build_config))
+    found = kernels.probe(build_config.BUILD_INFO)
+    assert found["location"] == str(tmp_path / "hot_kernels") and found["build"]["sources_sha256"] == sha
+    assert kernels.unusable(found, sha, [(9, 0), (8, 0)], build_config) is None
+    where = tmp_path / "hot_kernels"
+    assert kernels.unusable(found, sha, [(8, 9), (12, 0)], build_config) == (
+        f"the hot_kernels at {where} is compiled for 8.0;9.0a, not for this GPU's compute capability 12.0"
+    )
+    assert kernels.unusable(found, "0" * 64, [(9, 0)], build_config) == (
+        f"the hot_kernels at {where} was built from other sources than kernels/ (stale)"
+    )
+    _installed(tmp_path, _good_build(build_config, torch="2.0.0"))
+    assert "was built against torch 2.0.0, this is torch" in kernels.unusable(
+        kernels.probe(build_config.BUILD_INFO), sha, [(9, 0)], build_config
+    )
+    _installed(tmp_path, None)
+    assert kernels.unusable(kernels.probe(build_config.BUILD_INFO), sha, [(9, 0)], build_config) == (
+        f"the hot_kernels at {where} records no build (build_info.json): what it was built from is unknown"
+    )
+    _installed(tmp_path, None, broken=True)
+    found = kernels.probe(build_config.BUILD_INFO)
+    assert found == {"error": "ImportError: undefined symbol: _ZN3c10"}
+    assert kernels.unusable(found, sha, [], build_config) == (
+        "hot_kernels does not import (ImportError: undefined symbol: _ZN3c10)"
+    )
+
+
+class _Pip:
+    """``subprocess.run`` for the kernels script: ``pip install`` installs ``build`` (a stand-in for compiling it);
+    everything else (the import probe) runs for real."""
+
+    def __init__(self, where: Path, build: dict) -> None:
+        self.where, self.build, self.calls = where, build, 0
+        self.real = subprocess.run
+
+    def __call__(self, argv: list[str], **kw: object) -> subprocess.CompletedProcess:
+        if argv[1:4] == ["-m", "pip", "install"]:
+            assert argv[-2:] == ["--no-build-isolation", "./kernels"] and kw["check"] is True
+            self.calls += 1
+            _installed(self.where, self.build)
+            return subprocess.CompletedProcess(argv, 0)
+        return self.real(argv, **kw)
+
+
+def _kernels_rule(tmp_path: Path, mode: str = "auto") -> dict:
+    out, log = tmp_path / "build.json", tmp_path / "kernels.log"
+    smk = SimpleNamespace(params=SimpleNamespace(mode=mode), output=[str(out)], log=[str(log)], threads=2)
+    kernels.main(smk)
+    return json.loads(out.read_text())
+
+
+@pytest.fixture
+def gpu_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The kernels job on an H100 (compute capability 9.0) in the repository root, hot_kernels installed under the
+    returned directory."""
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    monkeypatch.setattr(kernels, "gpu_visible", lambda: True)
+    monkeypatch.setattr(kernels, "capabilities", lambda: [(9, 0)])
+    monkeypatch.setattr(kernels, "read_only", lambda paths: [])
+    return tmp_path / "site"
+
+
+def test_a_usable_installed_build_is_recorded_built_without_pip(
+    gpu_job: Path, build_config: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pip = _Pip(gpu_job, _good_build(build_config))
+    monkeypatch.setattr(kernels.subprocess, "run", pip)
+    _installed(gpu_job, _good_build(build_config))
+    monkeypatch.setattr(kernels, "read_only", lambda paths: paths)  # a read-only image: nothing may be written
+    record = _kernels_rule(tmp_path)
+    assert pip.calls == 0
+    assert record["status"] == "built" and record["installed"] == "as found"
+    assert record["location"] == str(gpu_job / "hot_kernels")
+    assert "is usable here as installed: not rebuilt" in (tmp_path / "kernels.log").read_text()
+
+
+@pytest.mark.parametrize(
+    ("installed", "reason"),
+    [
+        ({"sources_sha256": "0" * 64}, "was built from other sources than kernels/ (stale)"),
+        ({"arch_list": ["8.0", "8.6"]}, "is compiled for 8.0;8.6, not for this GPU's compute capability 9.0"),
+    ],
+)
+def test_a_stale_or_mismatched_build_is_rebuilt(
+    gpu_job: Path, build_config: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, installed: dict,
+    reason: str,
+) -> None:  # fmt: skip
+    pip = _Pip(gpu_job, _good_build(build_config))
+    monkeypatch.setattr(kernels.subprocess, "run", pip)
+    _installed(gpu_job, _good_build(build_config, **installed))
+    record = _kernels_rule(tmp_path)
+    assert pip.calls == 1
+    assert record["status"] == "built" and record["installed"] == "rebuilt"
+    assert record["reason"] == f"the hot_kernels at {gpu_job / 'hot_kernels'} {reason}"
+
+
+def test_a_stale_build_that_cannot_be_rebuilt_is_named(
+    gpu_job: Path, build_config: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pip = _Pip(gpu_job, _good_build(build_config))
+    monkeypatch.setattr(kernels.subprocess, "run", pip)
+    monkeypatch.setattr(kernels, "read_only", lambda paths: paths[:1])
+    _installed(gpu_job, _good_build(build_config, sources_sha256="0" * 64))
+    site = kernels.install_targets(Path("kernels"))[0]
+    expected = (
+        f"not built: the hot_kernels at {gpu_job / 'hot_kernels'} was built from other sources than kernels/ "
+        f"(stale); it cannot be rebuilt here: {site} read-only"
+    )
+    assert _kernels_rule(tmp_path) == {"status": expected}
+    with pytest.raises(SystemExit, match="kernels: not built: the hot_kernels at"):
+        _kernels_rule(tmp_path, mode="always")
+    # not installed at all, on a GPU the arch list does not cover: named before any build
+    _installed(gpu_job, None, broken=True)
+    monkeypatch.setattr(kernels, "capabilities", lambda: [(12, 0)])
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0;9.0")
+    status = _kernels_rule(tmp_path)["status"]
+    assert status.startswith("not built: hot_kernels does not import (ImportError: undefined symbol")
+    assert status.endswith(
+        "a build for TORCH_CUDA_ARCH_LIST=8.0;9.0 would not run on compute capability 12.0 (add it to "
+        "TORCH_CUDA_ARCH_LIST)"
+    )
+    assert pip.calls == 0
+
+
+def test_a_rebuild_that_still_does_not_fit_is_named(
+    gpu_job: Path, build_config: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip installed, but the import finds another, stale hot_kernels (e.g. earlier on PYTHONPATH)."""
+    stale = _good_build(build_config, sources_sha256="0" * 64)
+    monkeypatch.setattr(kernels.subprocess, "run", _Pip(gpu_job, stale))
+    _installed(gpu_job, stale)
+    status = _kernels_rule(tmp_path)["status"]
+    assert (
+        status == f"not built: rebuilt, but the hot_kernels at {gpu_job / 'hot_kernels'} was built from other "
+        "sources than kernels/ (stale)"
     )

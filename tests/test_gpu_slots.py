@@ -186,6 +186,27 @@ def test_a_job_that_needs_a_gpu_to_itself_and_sharing_jobs_exclude_each_other(tm
     _close(both)
 
 
+def test_sharing_jobs_let_a_job_waiting_for_a_gpu_to_itself_go_first(tmp_path):
+    import threading
+
+    shared = try_acquire(1, ["0"], tmp_path, "shared", per_gpu=2)
+    got: list = []
+    alone = threading.Thread(target=lambda: got.append(acquire(1, ["0"], tmp_path, "alone", poll_s=0.05)))
+    alone.start()
+    deadline = time.monotonic() + 30
+    while (probe := _try_lock(tmp_path / "exclusive-waiting.lock", "probe", shared=True)) is not None:  # it waits
+        os.close(probe)
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert try_acquire(1, ["0"], tmp_path, "later", per_gpu=2) is None  # a free slot, but the waiter goes first
+    _close(shared)
+    alone.join(timeout=30)
+    assert got and got[0][0] == ["0"]
+    assert try_acquire(1, ["0"], tmp_path, "later", per_gpu=2) is None  # now it runs
+    _close(got[0])
+    _close(try_acquire(1, ["0"], tmp_path, "later", per_gpu=2))
+
+
 def test_the_share_comes_from_the_option_or_the_environment(tmp_path):
     assert jobs_per_gpu({}) == 1 and jobs_per_gpu({"HOT_GPU_JOBS_PER_GPU": "3"}) == 3
     for bad in ("0", "two", "-1"):

@@ -12,7 +12,8 @@ A GPU may be shared: ``--jobs-per-gpu N`` (or ``$HOT_GPU_JOBS_PER_GPU``; default
 device at once, each holding a shared ``flock`` on the device's lock file and an exclusive one on one of its N slot
 files, so there are never more than N on a device; jobs are spread over the devices before any device takes a second.
 A job with N = 1 (kernel tests, timings) holds the device's lock exclusively: it waits for the sharing jobs to end,
-and they wait for it. Use one N per machine: a job counts only against the slots of its own N.
+and they wait for it; while one waits, no sharing job starts (it would otherwise wait for as long as sharing jobs
+overlap). Use one N per machine: a job counts only against the slots of its own N.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 
 SLURM_GPU_VARIABLES = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
 JOBS_PER_GPU_VARIABLE = "HOT_GPU_JOBS_PER_GPU"
+EXCLUSIVE_WAITING = "exclusive-waiting.lock"  # held by a job waiting for GPUs to itself: sharing jobs let it go first
 
 
 class SlotError(RuntimeError):
@@ -110,6 +112,11 @@ def try_acquire(
 ) -> tuple[list[str], list[int]] | None:
     """One attempt at :func:`acquire`: k devices and their lock fds, or None (nothing held) where they are busy."""
     lock_dir.mkdir(parents=True, exist_ok=True)
+    if per_gpu > 1:
+        waiting = _try_lock(lock_dir / EXCLUSIVE_WAITING, job, shared=True)
+        if waiting is None:
+            return None
+        os.close(waiting)
     held: dict[int, list[int]] = {}
     for slot in range(per_gpu):  # slot 0 of every device first: shared jobs spread over the devices
         for index in range(len(devices)):
@@ -136,10 +143,15 @@ def acquire(
     if k > len(devices):
         raise SlotError(f"hot slots: job {job} needs {k} GPUs but only {len(devices)} are visible")
     waited = False
+    first = None  # a job that needs its GPUs to itself goes before sharing jobs that start after it
     while True:
         found = try_acquire(k, devices, lock_dir, job, per_gpu)
         if found is not None:
+            if first is not None:
+                os.close(first)
             return found
+        if per_gpu == 1 and first is None:
+            first = _try_lock(lock_dir / EXCLUSIVE_WAITING, job)
         if not waited:
             share = f" (up to {per_gpu} jobs a GPU)" if per_gpu > 1 else ""
             print(f"hot slots: job {job} waits for {k} of {len(devices)} GPUs{share}", file=sys.stderr, flush=True)

@@ -72,7 +72,8 @@ def main(smk: Any) -> None:
         if status is None:
             junit.unlink(missing_ok=True)  # a previous session's results are not this one's
             tests = [sys.executable, "-m", "pytest", "-m", "gpu", "tests/kernels", f"--junitxml={junit}"]
-            slots = ["hot", "slots", "--gpus", str(smk.resources.gpu), "--job", "kernel_tests", "--"]
+            slots = ["hot", "slots", "--gpus", str(smk.params.gpus), "--jobs-per-gpu", str(smk.params.jobs_per_gpu)]
+            slots += ["--job", "kernel_tests", "--"]
             done = subprocess.run([*slots, *tests], stdout=log, stderr=subprocess.STDOUT, check=False)
             if done.returncode == 0:
                 status = "passed"

@@ -8,7 +8,8 @@ cells. ``backend: auto`` is resolved here, at job time: real where the kernels p
 settings (and so metrics.json's ``config``) record the backend and ``backend_reason``. Otherwise the run's settings
 become ``settings.json`` beside the metrics (a checkpoint left by a killed run is resumed only when they are
 unchanged; changed settings start the run afresh) and the script replaces itself with ``hot train`` on GPUs of its
-own (``hot slots``; with more than one GPU, one torchrun job over them).
+own, or shared with other runs (``resources.train.jobs_per_gpu``) through ``hot slots``; with more than one GPU, one
+torchrun job over them.
 """
 
 import json
@@ -65,9 +66,10 @@ def write_settings(out: Path, settings: str) -> None:
     tmp.replace(path)
 
 
-def command(out: Path, gpus: int) -> list[str]:
-    """``hot train`` on ``gpus`` GPUs of its own (``hot slots``): one torchrun job over them where there are several."""
-    slots = ["hot", "slots", "--gpus", str(gpus), "--job", str(out), "--"]
+def command(out: Path, gpus: int, jobs_per_gpu: int = 1) -> list[str]:
+    """``hot train`` on ``gpus`` GPUs (``hot slots``), its own or each shared by up to ``jobs_per_gpu`` jobs: one
+    torchrun job over them where there are several."""
+    slots = ["hot", "slots", "--gpus", str(gpus), "--jobs-per-gpu", str(jobs_per_gpu), "--job", str(out), "--"]
     train = ["--out", str(out), "--config", str(out / "settings.json")]
     if gpus > 1:
         launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}"]
@@ -90,7 +92,7 @@ def main(smk: Any) -> None:
         return
     write_settings(out, resolve_backend(smk.params.settings, backend, kernel_tests))
     os.environ["OMP_NUM_THREADS"] = str(smk.threads)
-    argv = command(out, int(smk.resources.gpu))
+    argv = command(out, int(smk.params.gpus), int(smk.params.jobs_per_gpu))
     print(shlex.join(argv), flush=True)
     os.execvp(argv[0], argv)
 

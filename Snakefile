@@ -73,6 +73,13 @@ include: "workflow/rules/tables.smk"
 include: "workflow/rules/plan.smk"
 
 
+onstart:
+    # A preset that needs a GPU, on a machine without one: one line, before any job runs (not on dry runs, which
+    # only plan, nor where a cluster executor submits the jobs to GPU nodes).
+    if (missing := missing_gpu(workflow.dag.needrun_jobs())) is not None:
+        sys.exit(missing)
+
+
 rule all:
     default_target: True
     input:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -19,6 +21,11 @@ NVCC_FLAGS = ["-O3", "-std=c++17", "--fmad=false", "--expt-relaxed-constexpr", "
 SM90A_ENV = "HOT_KERNELS_SM90A"
 SM90A_DEFINE = "-DHOT_SM90A_GEMM"
 CXX_FLAGS = ["-O3", "-std=c++17"]
+# Written beside the compiled extension (hot_kernels/build_info.json): what it was built from and for, so that the
+# workflow's kernels rule can tell an installed build it can use from a stale one without rebuilding it.
+BUILD_INFO = "build_info.json"
+# What a build is made from: the CUDA/C++ sources, the Python package, and the recipe (these flags, setup.py).
+BUILD_INPUTS = ("csrc", "hot_kernels", "build_config.py", "setup.py", "pyproject.toml")
 
 
 def _has_headers(include: Path) -> bool:
@@ -116,3 +123,52 @@ def gencode_flags(arches: list[str]) -> list[str]:
         if ptx:
             flags.append(f"-gencode=arch=compute_{num},code=compute_{num}")
     return flags
+
+
+def source_hash(root: Path = HERE) -> str:
+    """sha256 over the names and contents of the files a build is made from (:data:`BUILD_INPUTS` under ``root``;
+    caches and the build record itself left out): an installed build whose recorded hash differs is stale."""
+    digest = hashlib.sha256()
+    files: list[Path] = []
+    for name in BUILD_INPUTS:
+        path = root / name
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*") if p.is_file())
+        elif path.is_file():
+            files.append(path)
+    for path in files:
+        if "__pycache__" in path.parts or path.name == BUILD_INFO or path.suffix in (".so", ".pyd", ".pyc"):
+            continue
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def build_info(arches: list[str], sm90a: bool, torch_version: str, root: Path = HERE) -> dict[str, object]:
+    """The record a build leaves beside its extension (:data:`BUILD_INFO`)."""
+    return {"arch_list": list(arches), "sm90a": sm90a, "sources_sha256": source_hash(root), "torch": torch_version}
+
+
+def write_build_info(package_dir: Path, info: dict[str, object]) -> Path:
+    path = Path(package_dir) / BUILD_INFO
+    path.write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def covers(arches: list[str], capability: tuple[int, int]) -> bool:
+    """Whether a build for ``arches`` ("8.0", "9.0a", "8.6+PTX") runs on a GPU of compute capability ``capability``.
+
+    An sm_XY cubin runs on X.Y and later minors of major X; X.Ya (arch-specific, Hopper's wgmma) only on X.Y itself;
+    compute_XY PTX (``+PTX``) is compiled by the driver for X.Y and every later capability.
+    """
+    for arch in arches:
+        match = re.fullmatch(r"(\d+)\.(\d+)(a?)(\+PTX)?", arch.strip())
+        if match is None:
+            continue
+        built = (int(match[1]), int(match[2]))
+        if match[3]:
+            if capability == built:
+                return True
+        elif (capability[0] == built[0] and capability[1] >= built[1]) or (match[4] and capability >= built):
+            return True
+    return False

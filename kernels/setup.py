@@ -9,6 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import build_config
 from setuptools import setup
+from setuptools.command.build_py import build_py
 
 # torch.utils.cpp_extension reads the architectures from this variable.
 os.environ["TORCH_CUDA_ARCH_LIST"] = ";".join(build_config.arch_list())
@@ -17,6 +18,18 @@ from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CUDAExtension
 
 if build_config.sm90a_requested():
     build_config.check_sm90a_toolkit(os.path.join(CUDA_HOME or "/usr/local/cuda", "bin", "nvcc"))
+
+
+class BuildPyWithInfo(build_py):
+    """Copies the package, and records beside the extension what it is built from and for (build_config.BUILD_INFO)."""
+
+    def run(self) -> None:
+        super().run()
+        import torch
+
+        info = build_config.build_info(build_config.arch_list(), build_config.sm90a_requested(), torch.__version__)
+        build_config.write_build_info(Path(self.build_lib) / "hot_kernels", info)
+
 
 sources = [f"csrc/{name}" for name in (*build_config.CXX_SOURCES, *build_config.CUDA_SOURCES)]
 setup(
@@ -32,6 +45,6 @@ setup(
             extra_compile_args={"cxx": build_config.CXX_FLAGS, "nvcc": build_config.nvcc_flags()},
         )
     ],
-    cmdclass={"build_ext": BuildExtension},
+    cmdclass={"build_ext": BuildExtension, "build_py": BuildPyWithInfo},
     python_requires=">=3.10",
 )

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from hot.gpu_slots import SlotError, _try_lock, acquire, scheduler_devices, visible_devices
+from hot.gpu_slots import (
+    SlotError,
+    _try_lock,
+    acquire,
+    jobs_per_gpu,
+    scheduler_devices,
+    try_acquire,
+    visible_devices,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = str(Path(sys.executable).parent)
@@ -146,6 +154,78 @@ def test_no_gpus_needed_or_none_present_runs_unchanged(tmp_path):
     assert not (tmp_path / "locks").exists()
 
 
+def _close(*held: tuple[list[str], list[int]] | None) -> None:
+    for found in held:
+        assert found is not None
+        for fd in found[1]:
+            os.close(fd)
+
+
+def test_a_shared_gpu_takes_at_most_its_share_of_jobs_spread_over_the_devices(tmp_path):
+    jobs = [try_acquire(1, ["0", "1"], tmp_path, name, per_gpu=2) for name in "abcd"]
+    assert [devices for devices, _ in jobs] == [["0"], ["1"], ["0"], ["1"]]  # each device's first slot first
+    assert try_acquire(1, ["0", "1"], tmp_path, "e", per_gpu=2) is None  # 2 jobs on each: no more
+    assert try_acquire(2, ["0", "1"], tmp_path, "f", per_gpu=2) is None
+    _close(jobs[2])  # a slot of device 0 frees
+    found = try_acquire(1, ["0", "1"], tmp_path, "g", per_gpu=2)
+    assert found is not None and found[0] == ["0"]
+    _close(found, *jobs[:2], jobs[3])
+
+
+def test_a_job_that_needs_a_gpu_to_itself_and_sharing_jobs_exclude_each_other(tmp_path):
+    shared = try_acquire(1, ["0"], tmp_path, "shared", per_gpu=4)
+    assert shared is not None
+    assert try_acquire(1, ["0"], tmp_path, "alone") is None  # the kernel tests wait for the sharing jobs
+    _close(shared)
+    alone = try_acquire(1, ["0"], tmp_path, "alone")
+    assert alone is not None and alone[0] == ["0"]
+    assert try_acquire(1, ["0"], tmp_path, "shared", per_gpu=4) is None  # and they wait for it
+    _close(alone)
+    both = try_acquire(2, ["0", "1"], tmp_path, "two", per_gpu=4)  # one slot on each of two devices
+    assert both is not None and both[0] == ["0", "1"]
+    _close(both)
+
+
+def test_sharing_jobs_let_a_job_waiting_for_a_gpu_to_itself_go_first(tmp_path):
+    import threading
+
+    shared = try_acquire(1, ["0"], tmp_path, "shared", per_gpu=2)
+    got: list = []
+    alone = threading.Thread(target=lambda: got.append(acquire(1, ["0"], tmp_path, "alone", poll_s=0.05)))
+    alone.start()
+    deadline = time.monotonic() + 30
+    while (probe := _try_lock(tmp_path / "exclusive-waiting.lock", "probe", shared=True)) is not None:  # it waits
+        os.close(probe)
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert try_acquire(1, ["0"], tmp_path, "later", per_gpu=2) is None  # a free slot, but the waiter goes first
+    _close(shared)
+    alone.join(timeout=30)
+    assert got and got[0][0] == ["0"]
+    assert try_acquire(1, ["0"], tmp_path, "later", per_gpu=2) is None  # now it runs
+    _close(got[0])
+    _close(try_acquire(1, ["0"], tmp_path, "later", per_gpu=2))
+
+
+def test_the_share_comes_from_the_option_or_the_environment(tmp_path):
+    assert jobs_per_gpu({}) == 1 and jobs_per_gpu({"HOT_GPU_JOBS_PER_GPU": "3"}) == 3
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(SlotError, match=f"HOT_GPU_JOBS_PER_GPU must be a whole number >= 1, got '{bad}'"):
+            jobs_per_gpu({"HOT_GPU_JOBS_PER_GPU": bad})
+    # two jobs on one GPU at once: each starts, then waits until the other has started
+    env = _env(tmp_path, 1, HOT_GPU_JOBS_PER_GPU="2")
+    wait = "while [ ! -e {other} ]; do sleep 0.1; done"
+    jobs = [
+        _start(1, name, env, f"touch {tmp_path}/{name}.up; " + wait.format(other=f"{tmp_path}/{other}.up"))
+        for name, other in (("a", "b"), ("b", "a"))
+    ]
+    assert [job.wait(timeout=60) for job in jobs] == [0, 0]
+    assert [_wait_for(tmp_path / f"{name}.cvd") for name in "ab"] == ["0", "0"]
+    result = subprocess.run([*_slots(1, "x", "true")[:-2], "--jobs-per-gpu", "0", "--", "true"], env=env,
+                            capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    assert result.returncode == 1 and result.stderr.strip() == "hot slots: job x: --jobs-per-gpu must be >= 1, got 0"
+
+
 def _fake_python(tmp_path: Path) -> Path:
     """A ``python`` that records how the train script starts it (hot itself runs on the venv's python)."""
     bin_dir = _fake_bin(tmp_path, 2)
@@ -167,8 +247,8 @@ with open(run + "/data.json", "w") as f:
     json.dump({"status": "ready"}, f)
 smk = SimpleNamespace(
     input=Files(data=run + "/data.json"), output=Files(metrics=run + "/metrics.json", model=run + "/model.pt"),
-    params=SimpleNamespace(settings=settings, backend="fake"), log=[run + ".log"], threads=1,
-    resources=SimpleNamespace(gpu=gpus),
+    params=SimpleNamespace(settings=settings, backend="fake", gpus=gpus, jobs_per_gpu=1), log=[run + ".log"],
+    threads=1,
 )
 sys.executable = python
 runpy.run_path("workflow/scripts/train.py", init_globals={"snakemake": smk}, run_name="__main__")

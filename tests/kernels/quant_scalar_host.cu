@@ -53,7 +53,7 @@ void write_many(const std::vector<T>& values) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: quant_scalar_host uniform|stochastic|nearest|divide|scale|e4m3|sawb|windows < input\n");
+    std::fprintf(stderr, "usage: quant_scalar_host uniform|stochastic|nearest|divide|scale|amax|e4m3|sawb|windows < input\n");
     return 2;
   }
   const char* op = argv[1];

@@ -17,9 +17,10 @@ BIN = Path(sys.executable).parent
 FIGURES = tuple(t for t in TABLES if t not in WITHOUT_FIGURE)
 
 
-def snakemake(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """The project's snakemake in the repo root, `hot` on PATH, without any workflow profile (isolated)."""
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+def snakemake(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The project's snakemake in the repo root, `hot` on PATH, without any workflow profile (isolated); ``env``:
+    variables set for it."""
+    env = {**os.environ, **(env or {}), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     return subprocess.run(
         [str(BIN / "snakemake"), "--workflow-profile", "none", *args],
         cwd=REPO,

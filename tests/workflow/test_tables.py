@@ -15,6 +15,7 @@ from hot.tables.common import (
     FAIL,
     INCONCLUSIVE,
     PASS,
+    REFERENCE_BACKEND_WARNING,
     SKIP,
     RunResult,
     accuracy_below,
@@ -335,9 +336,15 @@ def test_every_table_says_which_backend_and_gpu_computed_its_cells(tmp_path: Pat
         "hot_abc@s0": _provenance(tmp_path / "abc.json", "hot_abc", reason=fallback),
     }
     data = _build(tmp_path, "table1", runs)
-    line = f"cells: no quantisation on CPU (fp); fake backend ({fallback}) on CPU (hot, hot_abc)"
+    line = (
+        f"cells: {REFERENCE_BACKEND_WARNING} (hot, hot_abc): no quantisation on CPU (fp); "
+        f"fake backend ({fallback}) on CPU (hot, hot_abc)"
+    )
     assert line in data["scale"]
     assert line in (tmp_path / "tables" / "table1.md").read_text()
+    # fake because configured so (no backend_reason): no warning
+    fake = {"hot@s0": _provenance(tmp_path / "fake.json", "hot")}
+    assert "cells: fake backend on CPU" in _build(tmp_path, "table1", fake)["scale"]
     real = {f"r{r}@s0": _provenance(tmp_path / f"r{r}.json", "hot", "real", gpu=True) for r in (8, 4)}
     data = _build(tmp_path, "table2", real)
     assert data["scale"][-1] == "cells: real backend on NVIDIA H100 80GB HBM3"
@@ -600,3 +607,27 @@ def test_summary_lists_every_check(tmp_path: Path) -> None:
     assert (
         text.index("✗ FAIL: table1 bad") < text.index("? inconclusive: table1 noisy") < text.index("✓ pass: table1 ok")
     )
+
+
+def _summary(tmp_path: Path, scales: dict[str, list[str]], tests: dict) -> str:
+    inputs = []
+    for table, scale in scales.items():
+        (tmp_path / f"{table}.json").write_text(json.dumps({"title": table, "scale": scale, "checks": []}))
+        inputs.append(f"--input={table}={tmp_path / f'{table}.json'}")
+    (tmp_path / "tests.json").write_text(json.dumps(tests))
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    argv = ["summary", *inputs, f"--input=kernel_tests={tmp_path / 'tests.json'}", "--out-dir", str(tmp_path / "out")]
+    assert cli.run(parser.parse_args(argv)) == 0
+    return (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_summary_says_loudly_where_hot_ran_on_the_reference_backend(tmp_path: Path) -> None:
+    fallback = f"cells: {REFERENCE_BACKEND_WARNING} (hot): fake backend (auto: …) on NVIDIA H100"
+    tests = {"status": "failed: 1 failed: test_x; log results/logs/kernel_tests.log", "failed_tests": ["a::test_x"]}
+    text = _summary(tmp_path, {"table1": ["x", fallback], "table2": ["x", "cells: real backend on GPU"]}, tests)
+    warning = f"**{REFERENCE_BACKEND_WARNING}** (kernel tests: {tests['status']}), in table1: "
+    assert warning in text and text.index(warning) < text.index("| table |")
+    assert f"- kernel tests: {tests['status']}" in text
+    text = _summary(tmp_path, {"table2": ["x", "cells: real backend on GPU"]}, {"status": "passed"})
+    assert REFERENCE_BACKEND_WARNING not in text

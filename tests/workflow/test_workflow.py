@@ -375,9 +375,10 @@ def test_gpu_plan() -> None:
     assert hot and all(r.backend == "real" and r.settings["hot"]["backend"] == "real" for r in hot)
     assert all(r.settings["device"] == "cuda" and "train_subset" not in r.settings for r in p.runs.values())
     assert {role.rpartition("@s")[2] for roles in p.tables.values() for role in roles} == {"0", "1", "2"}
-    assert set(p.tables["hla_blocking"]) == {
-        f"{c}@s{s}" for c in ("fp", "spatial", "paper", "official") for s in range(3)
-    }
+    assert set(p.tables["hla_blocking"]) == {f"{c}@s{s}" for c in ("fp", "spatial", "paper") for s in range(3)}
+    # what no check reads is not trained: Table 4's INT4 and LUQ baselines, the `official` blocking
+    assert {r.settings["method"] for r in p.runs.values()} & {"int4", "luq"} == set()
+    assert {key.rsplit("/", 1)[1].split("@")[0] for key in p.tables["table4"]} == {"fp", "lbp_wht", "hot"}
     # the blocking ablation's FP and spatial runs are Table 4's ViT runs
     assert p.tables["hla_blocking"]["spatial@s2"] == p.tables["table4"]["fmnist/vit_tiny_fmnist/hot@s2"]
     assert p.tables["hla_blocking"]["fp@s2"] == p.tables["table4"]["fmnist/vit_tiny_fmnist/fp@s2"]
@@ -507,3 +508,38 @@ def test_smoke_dag_reads_no_dataset_and_writes_the_plan(tmp_path: Path) -> None:
     shells = re.findall(r"hot data fetch .*", text)
     assert len(shells) == 4 and all("--synthetic" in s for s in shells)
     assert f"{tmp_path}/results/plan.json" in text
+
+
+@pytest.mark.parametrize("preset", ["gpu", "smoke"], ids=["gpu_preset", "smoke_preset"])  # "gpu": the GPU tests' mark
+def test_a_gpu_preset_on_a_machine_without_a_gpu_stops_in_one_line_before_any_job(tmp_path: Path, preset: str) -> None:
+    config = ("--config", f"preset={preset}", f"results_dir={tmp_path}/results", f"tables_dir={tmp_path}/tables")
+    no_gpu = {"CUDA_VISIBLE_DEVICES": ""}
+    out = snakemake("--nolock", "--cores", "2", *config, env=no_gpu)
+    assert out.returncode == 1
+    last = (out.stdout + out.stderr).strip().splitlines()[-1]
+    assert last.startswith(f"preset={preset} needs a CUDA GPU (") and "none is visible here" in last
+    assert "--config needs_gpu=False runs it anyway" in last
+    assert not (tmp_path / "results").exists()  # nothing started
+    # a dry run only plans, and a target of jobs that need no GPU runs
+    assert snakemake("-n", "--nolock", "--cores", "2", *config, env=no_gpu).returncode == 0
+    plan = snakemake("--nolock", "--cores", "1", *config, "--", f"{tmp_path}/results/plan.json", env=no_gpu)
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    # the kernel tests run on a GPU: refused, unless needs_gpu=False says to run anyway (they then record why not)
+    tests = ("kernels={build: never}", "--", f"{tmp_path}/results/kernels/tests.json")
+    out = snakemake("--nolock", "--cores", "1", *config, *tests, env=no_gpu)
+    assert out.returncode == 1 and "needs a CUDA GPU (1 of the jobs to run use one)" in out.stderr
+    out = snakemake("--nolock", "--cores", "1", *config, "needs_gpu=False", *tests, env=no_gpu)
+    assert out.returncode == 0, out.stdout + out.stderr
+    status = json.loads((tmp_path / "results" / "kernels" / "tests.json").read_text())["status"]
+    assert status == "not run: disabled in config (kernels.build: never)"
+
+
+def test_training_runs_share_the_gpu_where_the_preset_says_so(tmp_path: Path) -> None:
+    text = _dry_run(tmp_path, "preset=gpu", "--printshellcmds")
+    resources = _job_blocks(text, "resources")
+    for line in resources["train"]:  # Snakemake's gpu limit is for jobs that need a GPU to themselves
+        assert "gpu=0," in line and "gpu_shared=1," in line and "gpu_mem_mb=8000," in line, line
+    assert all("gpu=1," in line and "gpu_shared=0," in line for line in resources["latency"])
+    assert "hot slots --gpus 1 --jobs-per-gpu 1 --job latency" in text
+    full = _job_blocks(_dry_run(tmp_path, "--", f"{tmp_path}/tables/table2.md"), "resources")
+    assert all("gpu=1," in line and "gpu_shared=0," in line for line in full["train"])

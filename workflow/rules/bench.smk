@@ -10,6 +10,8 @@ rule bench_latency:
         tests=f"{R}/kernels/tests.json",
     output:
         f"{R}/bench/latency.json",
+    params:
+        **slots("latency"),
     log:
         f"{LOGS}/bench_latency.log",
     benchmark:
@@ -18,7 +20,7 @@ rule bench_latency:
     resources:
         **res("latency"),
     shell:
-        "hot slots --gpus {resources.gpu} --job bench_latency --"
+        "hot slots --gpus {params.gpus} --jobs-per-gpu {params.jobs_per_gpu} --job bench_latency --"
         " hot bench --sections layers,kernels --out {output:q} > {log:q} 2>&1"
 
 
@@ -27,6 +29,8 @@ rule bench_end_to_end:
         tests=f"{R}/kernels/tests.json",
     output:
         f"{R}/bench/end_to_end.json",
+    params:
+        **slots("end_to_end"),
     log:
         f"{LOGS}/bench_end_to_end.log",
     benchmark:
@@ -35,5 +39,5 @@ rule bench_end_to_end:
     resources:
         **res("end_to_end"),
     shell:
-        "hot slots --gpus {resources.gpu} --job bench_end_to_end --"
+        "hot slots --gpus {params.gpus} --jobs-per-gpu {params.jobs_per_gpu} --job bench_end_to_end --"
         " hot bench --sections step,equivalence --out {output:q} > {log:q} 2>&1"

@@ -6,28 +6,63 @@ import re
 from pathlib import Path
 
 from hot.config import PRESETS
+from hot.gpu_slots import visible_devices
 from hot.tables import TABLES, WITHOUT_FIGURE  # the one list of tables (name -> title)
 from hot.train.config import HOT_METHODS
 
 REAL_RUNS = any(run.uses_kernels for run in PLAN.runs.values())  # runs on the hot-kernels extension (real or auto)
 
 
+def gpus(kind):
+    """The GPUs a job of a kind runs on. The kernels are built and tested on a GPU: where the kernel tests ask for
+    one, so does the build (on a cluster both then land on a GPU node, and `kernels.build: auto` builds there), and
+    with real-quant runs both ask for at least one whatever the config says: those runs train only once the kernels
+    passed their tests."""
+    gpu = config["resources"][kind]["gpu"]
+    if kind in ("kernels", "kernel_tests") and config["kernels"]["build"] != "never":
+        gpu = max(gpu, config["resources"]["kernel_tests"]["gpu"], int(REAL_RUNS))
+    return gpu
+
+
 def res(kind):
     """The resources of a job kind from the config; a retried job (profiles set retries) gets more time and memory.
 
-    The kernels are built and tested on a GPU: where the kernel tests ask for one, so does the build (on a cluster
-    both then land on a GPU node, and `kernels.build: auto` builds there), and with real-quant runs both ask for at
-    least one whatever the config says: those runs train only once the kernels passed their tests.
+    ``gpu``: whole GPUs, the job's own (the profile's limit: one GPU, one such job at a time; SLURM's --gpus);
+    ``gpu_shared``: GPUs the job shares with up to ``jobs_per_gpu`` - 1 others (``hot slots`` keeps at most that many
+    on a device; ``--resources gpu_shared=<GPUs x jobs_per_gpu>`` caps them in Snakemake too); ``gpu_mem_mb``: the GPU
+    memory one job needs (``--resources gpu_mem_mb=<MB of the GPUs>`` caps the jobs sharing them).
     """
     r = config["resources"][kind]
-    gpu = r["gpu"]
-    if kind in ("kernels", "kernel_tests") and config["kernels"]["build"] != "never":
-        gpu = max(gpu, config["resources"]["kernel_tests"]["gpu"], int(REAL_RUNS))
+    gpu = gpus(kind)
+    shared = gpu > 0 and r["jobs_per_gpu"] > 1
     return {
-        "gpu": gpu,
+        "gpu": 0 if shared else gpu,
+        "gpu_shared": gpu if shared else 0,
+        "gpu_mem_mb": r["gpu_mem_mb"],
         "mem_mb": lambda wildcards, attempt: r["mem_mb"] * attempt,
         "runtime": lambda wildcards, attempt: r["runtime"] * attempt,
     }
+
+
+def slots(kind):
+    """``hot slots``' arguments for a job of a kind: its GPUs and how many jobs may share each (its params)."""
+    return {"gpus": gpus(kind), "jobs_per_gpu": config["resources"][kind]["jobs_per_gpu"]}
+
+
+def missing_gpu(jobs):
+    """The one line to stop on, before any job, where this run needs a GPU the machine lacks: a preset marked
+    ``needs_gpu``, executed here (not submitted to a cluster, whose nodes have the GPUs), with a job to run that
+    declares one, and no GPU visible (``hot slots``' view: CUDA_VISIBLE_DEVICES, else nvidia-smi); else None."""
+    if not config["needs_gpu"] or not workflow.local_exec or visible_devices(os.environ):
+        return None
+    on_gpu = [job for job in jobs if job.resources.get("gpu", 0) or job.resources.get("gpu_shared", 0)]
+    if not on_gpu:
+        return None
+    return (
+        f"preset={config['preset']} needs a CUDA GPU ({len(on_gpu)} of the jobs to run use one) and none is visible "
+        "here (nvidia-smi lists none, or CUDA_VISIBLE_DEVICES is empty): run it on a GPU machine; on the CPU, "
+        "preset=embedded or preset=smoke_cpu (--config needs_gpu=False runs it anyway)"
+    )
 
 
 def run_keys():

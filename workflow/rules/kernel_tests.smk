@@ -13,6 +13,7 @@ rule kernel_tests:
         f"{R}/kernels/tests.json",
     params:
         junit=lambda w, output: os.path.join(os.path.dirname(output[0]), "junit.xml"),
+        **slots("kernel_tests"),
     log:
         f"{LOGS}/kernel_tests.log",
     benchmark:

@@ -7,6 +7,8 @@ rule latency:
         tests=f"{R}/kernels/tests.json",
     output:
         f"{R}/latency/latency.json",
+    params:
+        **slots("latency"),
     log:
         f"{LOGS}/latency.log",
     benchmark:
@@ -15,5 +17,5 @@ rule latency:
     resources:
         **res("latency"),
     shell:
-        "hot slots --gpus {resources.gpu} --job latency --"
+        "hot slots --gpus {params.gpus} --jobs-per-gpu {params.jobs_per_gpu} --job latency --"
         " hot latency --out {output:q} > {log:q} 2>&1"

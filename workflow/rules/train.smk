@@ -13,6 +13,7 @@ rule train:
     params:
         settings=train_settings,
         backend=lambda wildcards: PLAN.runs[wildcards.run].backend,
+        **slots("train"),
     log:
         f"{LOGS}/{{run}}.log",
     benchmark:

@@ -1,13 +1,15 @@
 """The `train` rule's script: one training run, or the reason it is not attempted.
 
 A run is not attempted when something it needs is missing: its dataset (the `data` rule's status), the run it starts
-from, or (``backend: real``) kernels that passed their tests. It then writes ``{"status": "not run: <why>"}`` (the
-kernels' case: ``"not measured: <why>"``) as its metrics and an empty model.pt, and the tables show that text in its
+from, or (``backend: real``) kernels that passed their tests. It then writes ``{"status": "not run: <why>"}`` (failed
+kernel tests: ``"not run: kernel tests failed (N failed: <names>; log <path>)"``; kernels that could not be built or
+tested here: ``"not measured: <why>"``) as its metrics and an empty model.pt, and the tables show that text in its
 cells. ``backend: auto`` is resolved here, at job time: real where the kernels passed their tests, else fake; the
 settings (and so metrics.json's ``config``) record the backend and ``backend_reason``. Otherwise the run's settings
 become ``settings.json`` beside the metrics (a checkpoint left by a killed run is resumed only when they are
 unchanged; changed settings start the run afresh) and the script replaces itself with ``hot train`` on GPUs of its
-own (``hot slots``; with more than one GPU, one torchrun job over them).
+own, or shared with other runs (``resources.train.jobs_per_gpu``) through ``hot slots``; with more than one GPU, one
+torchrun job over them.
 """
 
 import json
@@ -31,6 +33,8 @@ def skip_reason(data: str, init_metrics: str | None = None, kernel_tests: str | 
     if base.startswith("not "):
         return f"not run: the run it starts from did not train ({base})"
     tests = _status(kernel_tests)
+    if kernel_tests and tests.startswith("failed"):
+        return f"not run: kernel tests failed ({tests.removeprefix('failed').removeprefix(': ')})"
     if kernel_tests and tests != "passed":
         return f"not measured: {tests.removeprefix('not run: ')}"
     return None
@@ -63,9 +67,10 @@ def write_settings(out: Path, settings: str) -> None:
     tmp.replace(path)
 
 
-def command(out: Path, gpus: int) -> list[str]:
-    """``hot train`` on ``gpus`` GPUs of its own (``hot slots``): one torchrun job over them where there are several."""
-    slots = ["hot", "slots", "--gpus", str(gpus), "--job", str(out), "--"]
+def command(out: Path, gpus: int, jobs_per_gpu: int = 1) -> list[str]:
+    """``hot train`` on ``gpus`` GPUs (``hot slots``), its own or each shared by up to ``jobs_per_gpu`` jobs: one
+    torchrun job over them where there are several."""
+    slots = ["hot", "slots", "--gpus", str(gpus), "--jobs-per-gpu", str(jobs_per_gpu), "--job", str(out), "--"]
     train = ["--out", str(out), "--config", str(out / "settings.json")]
     if gpus > 1:
         launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}"]
@@ -88,7 +93,7 @@ def main(smk: Any) -> None:
         return
     write_settings(out, resolve_backend(smk.params.settings, backend, kernel_tests))
     os.environ["OMP_NUM_THREADS"] = str(smk.threads)
-    argv = command(out, int(smk.resources.gpu))
+    argv = command(out, int(smk.params.gpus), int(smk.params.jobs_per_gpu))
     print(shlex.join(argv), flush=True)
     os.execvp(argv[0], argv)
 

@@ -1,4 +1,5 @@
-"""``hot slots --gpus N --job NAME -- COMMAND...``: run COMMAND on N GPUs of its own (:mod:`hot.gpu_slots`)."""
+"""``hot slots --gpus N [--jobs-per-gpu S] --job NAME -- COMMAND...``: run COMMAND on N GPUs of its own, or shared
+with at most S-1 other jobs each (:mod:`hot.gpu_slots`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus", type=int, required=True, help="how many GPUs the command needs (0: run it as is)")
     parser.add_argument("--job", required=True, help="the job's name, for messages")
+    parser.add_argument("--jobs-per-gpu", type=int, default=None, help="how many jobs may share one GPU (default: "
+                        "$HOT_GPU_JOBS_PER_GPU, else 1: the GPUs are the job's own)")  # fmt: skip
     parser.add_argument("--dir", type=Path, default=None, help="lock directory (default: $HOT_GPU_SLOTS_DIR or a "
                         "per-user directory in the machine's temporary directory)")  # fmt: skip
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
@@ -24,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
         print("hot slots: no command given", file=sys.stderr)
         return 2
     try:
-        env, fds = slot_environment(args.gpus, args.job, args.dir, dict(os.environ))
+        env, fds = slot_environment(args.gpus, args.job, args.dir, dict(os.environ), args.jobs_per_gpu)
     except SlotError as error:
         print(error, file=sys.stderr)
         return 1

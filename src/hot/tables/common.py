@@ -21,6 +21,8 @@ Value = float | str | None  # a number, a reason there is none ("not measured: n
 PASS, FAIL, SKIP = "pass", "FAIL", "skipped"
 INCONCLUSIVE = "inconclusive"  # the margin inside the difference's t-interval, or a spread unknown (one seed)
 REASON_PREFIXES = ("not ", "skipped", "failed", "error")  # a results file whose "status" starts so holds no numbers
+# Leads a table's `cells:` line (and the summary) where `backend: auto` put HOT's runs on the fake backend
+REFERENCE_BACKEND_WARNING = "WARNING: HOT ran on the reference (fake) backend, not on the hot-kernels extension"
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ class RunResult:
     scale: str
     seed_ids: tuple[str, ...] = ()  # the seed of each value, where the roles named them
     backend: str = ""  # what computed it: "fake backend on CPU", "real backend on NVIDIA H100 …", …
+    reference_fallback: bool = False  # `backend: auto` found no usable kernels: HOT ran on the fake backend
 
     @property
     def seeds(self) -> int:
@@ -171,6 +174,12 @@ def _backend_of(metrics: Mapping[str, Any]) -> str:
     return f"{backend} on {where}"
 
 
+def _reference_fallback(metrics: Mapping[str, Any]) -> bool:
+    """Whether `backend: auto` put this run on the fake backend: only auto's runs record a ``backend_reason``."""
+    cfg = metrics.get("config") or {}
+    return bool(cfg.get("backend_reason")) and (cfg.get("hot") or {}).get("backend", "fake") == "fake"
+
+
 def _top1(metrics: Mapping[str, Any]) -> float:
     value = metrics.get("final_top1")
     return float("nan") if value is None else float(value)
@@ -190,6 +199,7 @@ def run_result(paths: list[Path], seed_ids: tuple[str, ...] = ()) -> RunResult:
     curves = []
     scale = ""
     backends: list[str] = []
+    fallback = False
     for path in paths:
         metrics = read_json(path)
         if isinstance(metrics, str):
@@ -203,10 +213,11 @@ def run_result(paths: list[Path], seed_ids: tuple[str, ...] = ()) -> RunResult:
         curves.append(curve)
         scale = _scale_of(metrics)
         backends += [b for b in [_backend_of(metrics)] if b not in backends]
+        fallback = fallback or _reference_fallback(metrics)
     top1 = float("nan") if any(math.isnan(t) for t in tops) else statistics.fmean(tops)
     if len(paths) > 1:
         scale += f" · mean of {len(paths)} seeds"
-    return RunResult(top1, tops, curves, scale, seed_ids, " / ".join(backends))
+    return RunResult(top1, tops, curves, scale, seed_ids, " / ".join(backends), fallback)
 
 
 def runs_by_cell(inputs: Mapping[str, Path]) -> dict[str, RunResult]:
@@ -240,14 +251,18 @@ def scale_lines(results: Mapping[str, RunResult]) -> list[str]:
 
 
 def backend_line(results: Mapping[str, RunResult]) -> list[str]:
-    """``cells: <backend> on <GPU>``, naming the cells of each where they differ; empty with no result."""
+    """``cells: <backend> on <GPU>``, naming the cells of each where they differ; empty with no result. Where
+    `backend: auto` put a HOT run on the fake backend, the line starts with :data:`REFERENCE_BACKEND_WARNING` and
+    the cells it concerns."""
     by_backend: dict[str, list[str]] = defaultdict(list)
     for cell, result in results.items():
         if result.backend:
             by_backend[result.backend].append(cell)
+    fallback = [cell for cell, result in results.items() if result.reference_fallback]
+    warning = f"{REFERENCE_BACKEND_WARNING} ({', '.join(fallback)}): " if fallback else ""
     if len(by_backend) <= 1:
-        return [f"cells: {backend}" for backend in by_backend]
-    return ["cells: " + "; ".join(f"{backend} ({', '.join(cells)})" for backend, cells in by_backend.items())]
+        return [f"cells: {warning}{backend}" for backend in by_backend]
+    return [f"cells: {warning}" + "; ".join(f"{b} ({', '.join(cells)})" for b, cells in by_backend.items())]
 
 
 # ---------------------------------------------------------------- checks

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..results import load_json
-from .common import FAIL, INCONCLUSIVE, PASS, SKIP, read_json
+from .common import FAIL, INCONCLUSIVE, PASS, REFERENCE_BACKEND_WARNING, SKIP, read_json
 from .render import STATUS_MARK
 
 ORDER = {FAIL: 0, INCONCLUSIVE: 1, PASS: 2, SKIP: 3}  # the order of the counts and of each table's list
@@ -31,11 +31,16 @@ def markdown(inputs: Mapping[str, Path]) -> str:
         "sweep).",
         "",
     ]
-    for role in ("kernels", "kernel_tests"):
-        if role in inputs:
-            status = read_json(inputs[role])
-            text = status if isinstance(status, str) else str(status.get("status", "?"))
-            lines.append(f"- {role.replace('_', ' ')}: {text}")
+    status = {role: _status(inputs[role]) for role in ("kernels", "kernel_tests") if role in inputs}
+    fallback = [name for name, data in tables.items() if any(REFERENCE_BACKEND_WARNING in s for s in data["scale"])]
+    if fallback:
+        why = f" (kernel tests: {status['kernel_tests']})" if "kernel_tests" in status else ""
+        lines += [
+            f"**{REFERENCE_BACKEND_WARNING}**{why}, in {', '.join(fallback)}: their HOT cells are the reference's "
+            "numbers, not the kernels' (`backend: auto` fell back; `backend: real` would not train them).",
+            "",
+        ]
+    lines += [f"- {role.replace('_', ' ')}: {text}" for role, text in status.items()]
     lines += ["", "| table | reproduced at | pass | fail | inconclusive | skipped |", "|---|---|---|---|---|---|"]
     for name, data in tables.items():
         c = [sum(1 for k in data["checks"] if k["status"] == s) for s in (PASS, FAIL, INCONCLUSIVE, SKIP)]
@@ -47,3 +52,8 @@ def markdown(inputs: Mapping[str, Path]) -> str:
             mark = STATUS_MARK.get(check["status"], f"– {check['status']}")
             lines.append(f"- {mark}: {check['name']} — {check['detail']}")
     return "\n".join(lines) + "\n"
+
+
+def _status(path: Path) -> str:
+    status = read_json(path)
+    return status if isinstance(status, str) else str(status.get("status", "?"))

@@ -20,15 +20,29 @@ if build_config.sm90a_requested():
     build_config.check_sm90a_toolkit(os.path.join(CUDA_HOME or "/usr/local/cuda", "bin", "nvcc"))
 
 
+def _write_build_info(package_dir: Path) -> None:
+    import torch
+
+    info = build_config.build_info(build_config.arch_list(), build_config.sm90a_requested(), torch.__version__)
+    build_config.write_build_info(package_dir, info)
+
+
 class BuildPyWithInfo(build_py):
     """Copies the package, and records beside the extension what it is built from and for (build_config.BUILD_INFO)."""
 
     def run(self) -> None:
         super().run()
-        import torch
+        _write_build_info(Path(self.build_lib) / "hot_kernels")
 
-        info = build_config.build_info(build_config.arch_list(), build_config.sm90a_requested(), torch.__version__)
-        build_config.write_build_info(Path(self.build_lib) / "hot_kernels", info)
+
+class BuildExtWithInfo(BuildExtension):
+    """An in-place build (``setup.py build_ext --inplace``, as kernels/bench/gpu_session.sh makes) leaves its
+    extension in the source package, so it records the build there too: the workflow's kernels rule checks it."""
+
+    def run(self) -> None:
+        super().run()
+        if self.inplace:
+            _write_build_info(Path(__file__).resolve().parent / "hot_kernels")
 
 
 sources = [f"csrc/{name}" for name in (*build_config.CXX_SOURCES, *build_config.CUDA_SOURCES)]
@@ -45,6 +59,6 @@ setup(
             extra_compile_args={"cxx": build_config.CXX_FLAGS, "nvcc": build_config.nvcc_flags()},
         )
     ],
-    cmdclass={"build_ext": BuildExtension, "build_py": BuildPyWithInfo},
+    cmdclass={"build_ext": BuildExtWithInfo, "build_py": BuildPyWithInfo},
     python_requires=">=3.10",
 )

@@ -105,7 +105,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--commit",
         default=None,
-        help="the commit the default file name carries (default: git's, where the tree is a git checkout)",
+        help="the code's commit, recorded and in the default file name (default: git's, where the tree is a checkout)",
     )
     parser.add_argument("--batch", type=int, default=128, help="images per batch (layers: L = batch · 197)")
     parser.add_argument("--reps", type=int, default=50, help="timed CUDA-graph replays per kernel (median)")
@@ -305,9 +305,11 @@ def results_directory() -> Path:
 
 def run(args: argparse.Namespace) -> int:
     env = environment()
+    if args.commit:  # a copy of the tree whose .git is not the code's (a GPU machine's upload) names it
+        env.update(git_commit=args.commit, git_dirty=False)
     directory = results_directory()
     if args.out is None:
-        args.out = directory / result_name(env["gpu"], args.commit or env["git_commit"], env["git_dirty"])
+        args.out = directory / result_name(env["gpu"], env["git_commit"], env["git_dirty"])
     if not torch.cuda.is_available():
         write_status(args.out, "not measured: no GPU", env)
         return 0

@@ -42,8 +42,10 @@ def test_hot_nohead_leaves_the_classifier_exact() -> None:
 
 def test_the_worker_records_its_own_error_and_exits_1(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    arguments = step_worker.worker_arguments("hot", 2, 1, 0, 0, None, device="cpu", model_kwargs=TINY_VIT)
-    code = step_worker.main([*arguments, '--hot-config={"backend": "fake", "nonsense": 1}', f"--result={out}"])
+    request = step_worker.worker_request("hot", 2, 1, 0, 0, None, device="cpu", model_kwargs=TINY_VIT)
+    request["hot"] = {"backend": "fake", "nonsense": 1}
+    (tmp_path / "q.json").write_text(json.dumps(request))
+    code = step_worker.main([str(tmp_path / "q.json"), str(out)])
     assert code == 1
     assert json.loads(out.read_text()) == {
         "error": "ValueError: unknown HOTConfig key(s) ['nonsense']; known keys: " + str(sorted(HOTConfig().to_dict()))

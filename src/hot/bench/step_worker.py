@@ -7,12 +7,11 @@ its tail), and reads the result the worker wrote as JSON to a temporary file. A 
 ``{"error": …}`` itself; one that dies without a result (a crash, a kill, the timeout) gives
 ``{"error": …, "exit_code": …}`` with the tail of its stderr.
 
-    python -m hot.bench.step_worker --variant hot --batch 128 --steps 20 --warmup-steps 5 --result out.json
+    python -m hot.bench.step_worker request.json result.json   (request: worker_request's JSON object)
 """
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import os
@@ -33,7 +32,7 @@ WORKER_MODULE = "hot.bench.step_worker"
 STDERR_TAIL_LINES = 30
 
 
-def worker_arguments(
+def worker_request(
     variant: str,
     batch: int,
     steps: int,
@@ -43,20 +42,18 @@ def worker_arguments(
     *,
     device: str = "cuda",
     model_kwargs: dict[str, Any] | None = None,
-) -> list[str]:
-    """The worker's command-line arguments for :func:`hot.bench.step.step_variant`'s parameters (no ``--result``)."""
-    arguments = [
-        f"--variant={variant}",
-        f"--batch={batch}",
-        f"--steps={steps}",
-        f"--warmup-steps={warmup}",
-        f"--seed={seed}",
-        f"--device={device}",
-        f"--model-kwargs={json.dumps(model_kwargs or {})}",
-    ]
-    if hot is not None:
-        arguments.append(f"--hot-config={json.dumps(hot.to_dict())}")
-    return arguments
+) -> dict[str, Any]:
+    """The worker's request: :func:`hot.bench.step.step_variant`'s parameters as a JSON object."""
+    return {
+        "variant": variant,
+        "batch": batch,
+        "steps": steps,
+        "warmup": warmup,
+        "seed": seed,
+        "hot": None if hot is None else hot.to_dict(),
+        "device": device,
+        "model_kwargs": model_kwargs or {},
+    }
 
 
 def measure_in_fresh_process(
@@ -73,10 +70,11 @@ def measure_in_fresh_process(
 ) -> dict[str, Any]:
     """:func:`hot.bench.step.step_variant` run by a worker process of its own; never raises for the worker's
     failures (they become the variant's ``error`` entry)."""
-    arguments = worker_arguments(variant, batch, steps, warmup, seed, hot, device=device, model_kwargs=model_kwargs)
+    request = worker_request(variant, batch, steps, warmup, seed, hot, device=device, model_kwargs=model_kwargs)
     with tempfile.TemporaryDirectory(prefix="hot-step-") as scratch:
-        result_path = Path(scratch) / "result.json"
-        command = [sys.executable, "-m", WORKER_MODULE, *arguments, f"--result={result_path}"]
+        request_path, result_path = Path(scratch) / "request.json", Path(scratch) / "result.json"
+        request_path.write_text(json.dumps(request))
+        command = [sys.executable, "-m", WORKER_MODULE, str(request_path), str(result_path)]
         exit_code, tail, timed_out = _run(command, timeout_s)
         if result_path.exists():
             return json.loads(result_path.read_text())
@@ -131,54 +129,34 @@ def _kill(process: subprocess.Popen[str]) -> None:
 # --------------------------------------------------------------------------------------------- the worker
 
 
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise argparse.ArgumentTypeError(f"not JSON: {err}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
-    return value
-
-
-def _parser() -> argparse.ArgumentParser:
-    from .step import STEP_VARIANTS
-
-    parser = argparse.ArgumentParser(prog=f"python -m {WORKER_MODULE}", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--variant", required=True, choices=STEP_VARIANTS)
-    parser.add_argument("--batch", type=int, required=True)
-    parser.add_argument("--steps", type=int, required=True)
-    parser.add_argument("--warmup-steps", type=int, required=True)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--model-kwargs", type=_json_object, default={}, help="for timm.create_model, as JSON")
-    parser.add_argument("--hot-config", type=_json_object, default=None, help="HOTConfig fields, as JSON")
-    parser.add_argument("--result", type=Path, required=True, help="the JSON written")
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Measures one variant and writes its result (or its error) to ``--result``; 1 for an error."""
+    """``REQUEST RESULT``: measures the variant :func:`worker_request` describes and writes its result (or its
+    error) to RESULT; 1 for an error, 2 for a bad call."""
     from .step import step_variant
 
-    args = _parser().parse_args(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 2:
+        print(f"usage: python -m {WORKER_MODULE} REQUEST.json RESULT.json", file=sys.stderr)
+        return 2
+    request_path, result_path = map(Path, args)
     try:
-        hot = HOTConfig.from_dict(args.hot_config) if args.hot_config is not None else None
+        request = json.loads(request_path.read_text())
+        hot = HOTConfig.from_dict(request["hot"]) if request["hot"] is not None else None
         result = step_variant(
-            args.variant,
-            args.batch,
-            args.steps,
-            args.warmup_steps,
-            args.seed,
+            request["variant"],
+            request["batch"],
+            request["steps"],
+            request["warmup"],
+            request["seed"],
             hot,
-            device=args.device,
-            model_kwargs=args.model_kwargs,
+            device=request["device"],
+            model_kwargs=request["model_kwargs"],
         )
     except Exception as err:  # the parent records it as this variant's entry
         traceback.print_exc()
-        write_json_atomic(args.result, {"error": error_text(err)})
+        write_json_atomic(result_path, {"error": error_text(err)})
         return 1
-    write_json_atomic(args.result, result)
+    write_json_atomic(result_path, result)
     return 0
 
 

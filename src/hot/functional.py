@@ -21,18 +21,31 @@ import contextlib
 import itertools
 import warnings
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
 
+from .config import HOTConfig
 from .hla import HLAWindows, TokenGrid, hla_windows
-from .methods import Keys
+from .methods import Keys, LayerState, Method
 
-if TYPE_CHECKING:
-    from .modules import HOTConv2d, HOTLinear
 
-    HOTLayer = HOTLinear | HOTConv2d
+class HOTLayer(Protocol):
+    """What the ops read of a HOT layer (:mod:`hot.modules` defines them; a Conv2d's geometry as well). The ops know
+    layers only by this and by their handles, so the layer classes import the ops and not the other way round."""
+
+    hot_config: HOTConfig
+    hot_method: Method
+    hot_state: LayerState
+    hot_name: str
+    hot_grid: TokenGrid | None
+    hot_handle: int
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+
+    def next_keys(self) -> Keys: ...
+
 
 # Device types with autocast, looked up once: torch.compile cannot trace the lookup.
 _AUTOCAST_DEVICES = frozenset(
@@ -76,7 +89,7 @@ def linear_tokens(shape: torch.Size) -> int:
     return tokens
 
 
-def _patchifies(layer: HOTConv2d) -> bool:
+def _patchifies(layer: torch.nn.Conv2d) -> bool:
     """Whether the convolution cuts its input into disjoint patches (stride = kernel, no padding or dilation, as a
     ViT's patch embedding): then im2col is a reshape, and col2im sums nothing."""
     return (
@@ -86,7 +99,7 @@ def _patchifies(layer: HOTConv2d) -> bool:
     )
 
 
-def unfold_input(x: torch.Tensor, layer: HOTConv2d) -> torch.Tensor:
+def unfold_input(x: torch.Tensor, layer: torch.nn.Conv2d) -> torch.Tensor:
     """im2col: (B, C, H, W) -> (B·H_out·W_out, C·kh·kw), output positions in raster order."""
     if _patchifies(layer):
         (kh, kw), (batch, channels, height, width) = layer.kernel_size, x.shape
@@ -97,7 +110,7 @@ def unfold_input(x: torch.Tensor, layer: HOTConv2d) -> torch.Tensor:
     return cols.transpose(1, 2).reshape(-1, cols.shape[1])
 
 
-def fold_grad_input(g_cols: torch.Tensor, layer: HOTConv2d, x_shape: list[int]) -> torch.Tensor:
+def fold_grad_input(g_cols: torch.Tensor, layer: torch.nn.Conv2d, x_shape: list[int]) -> torch.Tensor:
     """col2im of ``unfold_input``'s layout: (B·H_out·W_out, C·kh·kw) -> (B, C, H, W), overlapping columns summed."""
     batch, channels, height, width = x_shape
     if _patchifies(layer):

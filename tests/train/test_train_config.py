@@ -35,7 +35,7 @@ def test_recipe_fills_what_is_not_given():
     [
         ({"modle": "x"}, r"unknown TrainConfig key\(s\) \['modle'\]"),
         ({"epochs": 0}, "epochs must be an integer >= 1, got 0"),
-        ({"lr": "fast"}, "lr must be a positive number"),
+        ({"lr": "fast"}, "lr must be a positive finite number"),
         ({"dataset": "mnist"}, "dataset must be one of"),
         ({"method": "hot4"}, "method must be one of"),
         ({"recipe": "nope"}, "recipe must be one of"),

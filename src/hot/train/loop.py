@@ -9,12 +9,14 @@ SIGTERM (SLURM, ``kill``, torchrun passing on its own) or SIGINT during training
 step in progress, with a checkpoint of that point: the epoch, the batches done in it and their loss sums. A resume
 rebuilds that epoch's loader (same order), loads and discards the batches done, and goes on with the next one, so
 that an interrupted and resumed run ends with the same weights and metrics as an uninterrupted one.
+
+The output directory (its files, its lock, reading a checkpoint back) is :mod:`hot.train.outdir`; the
+determinism switches and RNG states are :mod:`hot.train.reproducibility`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import itertools
 import math
@@ -25,8 +27,6 @@ import signal
 import statistics
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,27 +39,21 @@ from tqdm import tqdm
 
 from .. import lqs
 from ..convert import hot_layers, set_config, state_dict_for_plain
-from ..errors import InputError
 from ..results import environment, remove_stale_temporaries, write_atomic, write_json_atomic
-from .config import RESUME_FREE_KEYS, TrainConfig
+from .config import TrainConfig
 from .data import build_datasets, dataset_info
 from .distributed import Distributed
 from .models import build_model, default_image_size
+from .outdir import CHECKPOINT, LQS, METRICS, MODEL, NOT_BEGUN, EpochSoFar, out_locked, read_checkpoint, remove_results
 from .progress import Progress, progress_mode
+from .reproducibility import determinism, epoch_seed, rng_kept, rng_state, set_rng_state
 from .stopping import STOP_SIGNALS, Stopped, StopRequest
 
-CHECKPOINT, METRICS, MODEL, LQS = "checkpoint.pt", "metrics.json", "model.pt", "lqs.json"
-RESULTS = (CHECKPOINT, METRICS, MODEL, LQS)  # what a run writes into its --out
-LOCK = "train.lock"
 WARMUP_BITS = 8
 
 
 class NonFiniteError(FloatingPointError):
     """A loss or gradient became NaN or Inf."""
-
-
-class OutInUse(InputError, RuntimeError):
-    """Another run holds the output directory."""
 
 
 def train(config: TrainConfig, out: str | os.PathLike, resume: bool | None = None) -> dict[str, Any]:
@@ -76,72 +70,11 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool | None = Non
         dist.init_process_group(backend)
     place = Distributed(int(os.environ.get("RANK", "0")), world, int(os.environ.get("LOCAL_RANK", "0")))
     try:
-        with _determinism(config.deterministic):
+        with determinism(config.deterministic):
             return _Run(config, Path(out), place).run(resume is not False)
     finally:
         if own_group:
             dist.destroy_process_group()
-
-
-@contextlib.contextmanager
-def _determinism(on: bool) -> Iterator[None]:
-    # Process-wide switches: set for the run, then put back (a caller may train several runs in one process).
-    before = (
-        torch.are_deterministic_algorithms_enabled(),
-        torch.is_deterministic_algorithms_warn_only_enabled(),
-        torch.backends.cudnn.benchmark,
-    )
-    if on:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS reads it at its first use
-        torch.use_deterministic_algorithms(True, warn_only=True)  # warn where an op has no deterministic kernel
-        torch.backends.cudnn.benchmark = False
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
-        torch.backends.cudnn.benchmark = before[2]
-
-
-def _rng_state() -> dict[str, Any]:
-    np_state = np.random.get_state()
-    return {
-        "python": random.getstate(),
-        "numpy": (np_state[0], torch.from_numpy(np_state[1].copy()), *np_state[2:]),
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-    }
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    name, keys, *rest = state["numpy"]
-    np.random.set_state((name, keys.numpy(), *rest))
-    torch.set_rng_state(state["torch"])
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-@contextlib.contextmanager
-def _rng_kept() -> Iterator[None]:
-    state = _rng_state()
-    try:
-        yield
-    finally:
-        _set_rng_state(state)
-
-
-def _epoch_seed(seed: int, epoch: int) -> int:
-    return int(np.random.SeedSequence([seed, epoch]).generate_state(1)[0])
-
-
-@dataclass(frozen=True)
-class _EpochSoFar:
-    """How far an epoch got: batches done, this process's loss sum and sample count over them, time spent."""
-
-    batches: int = 0
-    loss_sum: float = 0.0
-    count: int = 0
-    time_s: float = 0.0
 
 
 class _Run:
@@ -188,7 +121,7 @@ class _Run:
         self.stop = StopRequest()
         self.history: list[dict[str, Any]] = []
         self.start_epoch, self.wall_before, self.peak_before = 0, 0.0, 0
-        self.resumed = _EpochSoFar()  # of epoch start_epoch
+        self.resumed = NOT_BEGUN  # of epoch start_epoch
         self.started = time.perf_counter()
 
     # --- setup -------------------------------------------------------------------------------------------------
@@ -247,7 +180,7 @@ class _Run:
 
     def _train_loader(self, epoch: int) -> DataLoader:
         c, place = self.config, self.place
-        generator = torch.Generator().manual_seed(_epoch_seed(c.seed, epoch))
+        generator = torch.Generator().manual_seed(epoch_seed(c.seed, epoch))
         sampler = None
         if place.world > 1:
             sampler = DistributedSampler(self.train_set, place.world, place.rank, shuffle=True, seed=c.seed)
@@ -279,24 +212,11 @@ class _Run:
 
     def _resume(self) -> None:
         path = self.out / CHECKPOINT
-        try:
-            saved = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as err:  # empty (EOFError), truncated, or not a checkpoint: unpickling raises many kinds
-            raise ValueError(
-                f"{path} is not a readable checkpoint ({type(err).__name__}: {' '.join(str(err).split())[:200]}); "
-                "pass --no-resume to start afresh, or use another --out"
-            ) from err
-        now, then = self.config.to_dict(), saved["config"]
-        differ = sorted(k for k in set(now) | set(then) if k not in RESUME_FREE_KEYS and now.get(k) != then.get(k))
-        if differ:
-            raise ValueError(
-                f"{self.out / CHECKPOINT} was written with another config (keys {differ} differ); "
-                "pass --no-resume to start afresh, or use another --out"
-            )
+        saved = read_checkpoint(path, self.config)
         self.net.load_state_dict(saved["model"])
         self.optimizer.load_state_dict(saved["optimizer"])
         self.scheduler.load_state_dict(saved["scheduler"])
-        _set_rng_state(saved["rng"])
+        set_rng_state(saved["rng"])
         self.history, self.start_epoch = list(saved["history"]), int(saved["epoch"])
         self.wall_before, self.peak_before = float(saved["wall_time_s"]), int(saved["peak_memory_bytes"])
         if self.hot_config is not None and self.hot_config.lqs and (self.out / LQS).is_file():
@@ -309,7 +229,7 @@ class _Run:
                     f"process's share of the epoch's batches depends on their number), not {self.place.world}"
                 )
             loss_sum, count = part["sums"][self.place.rank]
-            self.resumed = _EpochSoFar(int(part["batch"]), loss_sum, int(count), float(part["time_s"]))
+            self.resumed = EpochSoFar(int(part["batch"]), loss_sum, int(count), float(part["time_s"]))
         if self.place.main:
             print(f"resuming from {path}: {self._where(self.start_epoch, self.resumed.batches)}", file=sys.stderr)
 
@@ -319,7 +239,7 @@ class _Run:
         epoch, batch = (epochs_done, self.batches) if batch == 0 else (epochs_done + 1, batch)
         return f"epoch {epoch}, batch {batch} (of {self.batches}), step {step}"
 
-    def _checkpoint(self, epochs_done: int, so_far: _EpochSoFar = _EpochSoFar()) -> None:
+    def _checkpoint(self, epochs_done: int, so_far: EpochSoFar = NOT_BEGUN) -> None:
         """Everything a resume needs, after ``epochs_done`` epochs and ``so_far.batches`` batches of the next."""
         part = None
         if so_far.batches:
@@ -332,7 +252,7 @@ class _Run:
                 "model": self.net.state_dict(),
                 "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(),
-                "rng": _rng_state(),
+                "rng": rng_state(),
                 "history": self.history,
                 "config": self.config.to_dict(),
                 "wall_time_s": self._wall(),
@@ -341,7 +261,7 @@ class _Run:
             write_atomic(self.out / CHECKPOINT, functools.partial(torch.save, state))
         self.place.barrier()
 
-    def _stop_if_asked(self, epochs_done: int, so_far: _EpochSoFar = _EpochSoFar()) -> None:
+    def _stop_if_asked(self, epochs_done: int, so_far: EpochSoFar = NOT_BEGUN) -> None:
         signum = self._stop_signal()
         if signum is None:
             return
@@ -364,33 +284,15 @@ class _Run:
     # --- training ----------------------------------------------------------------------------------------------
 
     def run(self, resume: bool) -> dict[str, Any]:
-        with self._out_locked():
+        with out_locked(self.out) if self.place.main else contextlib.nullcontext():
             return self._run(resume)
-
-    @contextlib.contextmanager
-    def _out_locked(self) -> Iterator[None]:
-        """Holds OUT/train.lock (rank 0) for the run: a second run into the same directory fails at once."""
-        if not self.place.main:
-            yield
-            return
-        self.out.mkdir(parents=True, exist_ok=True)
-        with open(self.out / LOCK, "a") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise OutInUse(
-                    f"another hot train is writing into {self.out} (it holds {self.out / LOCK}); wait for it to "
-                    "end, or use another --out"
-                ) from None
-            yield  # the lock goes with the file's closing, also when the process dies
 
     def _run(self, resume: bool) -> dict[str, Any]:
         resuming = resume and (self.out / CHECKPOINT).is_file()
         if self.place.main:
             remove_stale_temporaries(self.out)
             if not resuming:  # afresh: an earlier run's results must not stand beside this run's checkpoints
-                for name in RESULTS:
-                    (self.out / name).unlink(missing_ok=True)
+                remove_results(self.out)
         self.place.barrier()
         if resuming:
             self._resume()
@@ -429,14 +331,14 @@ class _Run:
         if self.hot_config is not None:
             bits = WARMUP_BITS if epoch < c.int8_warmup_epochs else self.hot_config.gx_bits
             set_config(self.net, gx_bits=bits)
-        so_far = self.resumed if epoch == self.start_epoch else _EpochSoFar()
+        so_far = self.resumed if epoch == self.start_epoch else NOT_BEGUN
         t0 = time.perf_counter() - so_far.time_s
         batches = iter(self._train_loader(epoch))
         if so_far.batches:
             # Load, not train on, the batches done before the stop: the loader's order and its workers' augmentation
             # streams then stand where they stood. Loading in-process draws augmentation from the global RNG,
             # which the checkpoint holds as it was after those batches: kept.
-            with _rng_kept():
+            with rng_kept():
                 for _ in itertools.islice(batches, so_far.batches):
                     pass
         self.model.train()
@@ -455,7 +357,7 @@ class _Run:
                     self._share_lqs()
                 loss_sum, count = loss_sum + loss * len(y), count + len(y)
                 progress.update(step + 1, loss_sum / count)
-                self._stop_if_asked(epoch, _EpochSoFar(step + 1, loss_sum, count, time.perf_counter() - t0))
+                self._stop_if_asked(epoch, EpochSoFar(step + 1, loss_sum, count, time.perf_counter() - t0))
         loss_sum, count = self.place.sum([loss_sum, count], self.device)
         lr = self.optimizer.param_groups[0]["lr"]
         self.scheduler.step()

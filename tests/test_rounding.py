@@ -1,6 +1,16 @@
-import torch
+import os
+import subprocess
+import sys
 
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+
+import hot
 from hot import rounding
+from hot.methods import Keys
+from hot.rounding import Stream
 
 
 def test_fmix32_matches_python_reference():
@@ -55,3 +65,121 @@ def test_keys_differ_by_every_component():
     a = rounding.uniform((64,), base)
     for k in others:
         assert not torch.equal(a, rounding.uniform((64,), k))
+
+
+def _key_without_rank(seed: int, layer: int, step: int, stream: int) -> int:
+    """The key as the chain of (seed, layer, step, stream) alone, written out."""
+    f = rounding.fmix32_int
+    return f(f(f(f(seed) ^ layer) ^ step) ^ stream)
+
+
+def test_rank_zero_keys_are_the_keys_of_seed_layer_step_stream():
+    for seed, layer, step, stream in [(0, 0, 0, 0), (1, 2, 3, 1), (7, 31, 123456, 4), (2**31, 5, 2**32 - 1, 2)]:
+        expected = _key_without_rank(seed, layer, step, stream)
+        assert rounding.hash_key(seed, layer, step, stream) == expected
+        assert rounding.hash_key(seed, layer, step, stream, rank=0) == expected
+        assert Keys(seed, layer, step)(Stream(stream)) == expected
+        assert Keys(seed, layer, step, rank=0)(Stream(stream)) == expected
+
+
+def test_a_nonzero_rank_adds_one_round_and_gives_every_rank_its_own_key():
+    keys = {rounding.hash_key(1, 2, 3, 0, rank=r) for r in range(64)}
+    assert len(keys) == 64
+    for rank in (1, 2, 1023):
+        assert rounding.hash_key(1, 2, 3, 0, rank) == rounding.fmix32_int(_key_without_rank(1, 2, 3, 0) ^ rank)
+        assert Keys(1, 2, 3, rank)(Stream.GX_GRAD_OUTPUT) == rounding.hash_key(1, 2, 3, 0, rank)
+
+
+@pytest.fixture
+def rank_override():
+    yield rounding.set_rounding_rank
+    rounding.set_rounding_rank(None)
+
+
+def test_rounding_rank_is_zero_without_a_process_group_unless_set(rank_override):
+    assert not dist.is_initialized() and rounding.rounding_rank() == 0
+    rank_override(3)
+    assert rounding.rounding_rank() == 3
+    rank_override(None)
+    assert rounding.rounding_rank() == 0
+    for bad in (-1, 1.0, True, "1"):
+        with pytest.raises(ValueError, match="rounding rank must be None or a non-negative integer"):
+            rank_override(bad)
+
+
+def _layer_backward(x: torch.Tensor, g_y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    layer = hot.convert(nn.Linear(64, 32), hot.HOTConfig(backend="fake", hla_blocking="paper"))
+    x = x.clone().requires_grad_()
+    layer(x).backward(g_y)
+    return x.grad, layer.weight.grad
+
+
+def test_a_layer_draws_the_rank_it_is_given(rank_override):
+    x, g_y = torch.randn(4, 16, 64), torch.randn(4, 16, 32)
+    default = _layer_backward(x, g_y)
+    rank_override(0)
+    assert all(torch.equal(a, b) for a, b in zip(_layer_backward(x, g_y), default, strict=True))
+    rank_override(1)
+    other = _layer_backward(x, g_y)
+    assert not any(torch.equal(a, b) for a, b in zip(other, default, strict=True))
+
+
+# One HOT layer's backward on the same weight, input and gradient in every process; the reference backend's codes of
+# g_y for both paths are kept. Under torchrun it joins a gloo group, else it is a single process (rank 0).
+_RANK_WORKER = """
+import os, sys
+import torch, torch.distributed as dist
+from torch import nn
+import hot
+from hot.backends.reference import ReferenceBackend
+
+out = sys.argv[1]
+if "RANK" in os.environ:
+    dist.init_process_group("gloo")
+    name = f"rank{dist.get_rank()}"
+else:
+    name = "single"
+recorded = []
+original = ReferenceBackend.quantize_grad_output
+def recording(self, *args, **kwargs):
+    recorded.append(original(self, *args, **kwargs))
+    return recorded[-1]
+ReferenceBackend.quantize_grad_output = recording
+torch.manual_seed(0)
+layer = hot.convert(nn.Linear(64, 32), hot.HOTConfig(backend="fake", hla_blocking="paper"))
+x = torch.randn(4, 16, 64, requires_grad=True)
+layer(x).backward(torch.randn(4, 16, 32))
+gx_codes, _, gw_codes, _ = recorded[0]
+torch.save({"gx_codes": gx_codes, "gw_codes": gw_codes, "g_x": x.grad, "g_w": layer.weight.grad}, f"{out}/{name}.pt")
+if dist.is_initialized():
+    dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_data_parallel_ranks_draw_their_own_codes_and_the_same_on_a_rerun(tmp_path):
+    worker = tmp_path / "worker.py"
+    worker.write_text(_RANK_WORKER)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    runs = []
+    for n in range(2):
+        out = tmp_path / f"run{n}"
+        out.mkdir()
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(worker),
+                   str(out)]  # fmt: skip
+        result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
+        assert result.returncode == 0, result.stderr[-3000:]
+        runs.append({r: torch.load(out / f"rank{r}.pt") for r in (0, 1)})
+    result = subprocess.run([sys.executable, str(worker), str(tmp_path)], capture_output=True, text=True, timeout=300,
+                            env=env, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    single = torch.load(tmp_path / "single.pt")
+    first, again = runs
+    for name in ("gx_codes", "gw_codes", "g_x", "g_w"):
+        assert torch.equal(first[0][name], single[name])  # rank 0 draws what a single process draws
+        for r in (0, 1):
+            assert torch.equal(first[r][name], again[r][name])  # and a rerun the same
+    for name in ("gx_codes", "gw_codes"):
+        differ = (first[0][name] != first[1][name]).float().mean().item()
+        assert differ > 0.1, f"{name}: the two ranks' codes differ in {differ:.1%} of the elements"

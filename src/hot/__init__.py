@@ -12,6 +12,7 @@ from .convert import convert, hot_layers, load_plain_state_dict, set_config, sta
 from .hla import TokenGrid
 from .lora import apply_lora
 from .modules import HOTConv2d, HOTLinear
+from .rounding import set_rounding_rank
 
 __version__ = "0.1.0"
 
@@ -29,6 +30,7 @@ __all__ = [
     "lqs",
     "preset",
     "set_config",
+    "set_rounding_rank",
     "state_dict_for_plain",
     "unconvert",
 ]

@@ -42,7 +42,8 @@ class HOTConfig:
     gw_granularity: scales on the g_w path, ``per_tensor`` or ``per_channel`` (O for P g_y, I for P x).
     gy_rounding: rounding of g_y on both paths (``stochastic`` in the paper).
     keep_ratio: kept fraction for ``hla_filter`` (rank = round(16·keep)) and ``grad_dropout``.
-    seed: the stochastic-rounding hash seed.
+    seed: the stochastic-rounding hash seed (the same on every data-parallel rank: each rank draws its own
+        numbers from it, :mod:`hot.rounding`).
     backend: ``auto`` (the default: ``real`` for each call whose tensors are on a CUDA device where the hot-kernels
         extension loads, else ``fake``; the layer records which ran in ``layer.hot_state.backend``), ``fake``
         (integers in float tensors, PyTorch ops, any device; the reference) or ``real`` (hot-kernels, method ``hot``).

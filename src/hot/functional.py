@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from .config import HOTConfig
 from .hla import HLAWindows, TokenGrid, hla_windows
 from .methods import Keys, LayerState, Method
+from .rounding import rounding_rank
 
 
 class HOTLayer(Protocol):
@@ -267,7 +268,7 @@ def layer_backward(
     conv = _is_conv(layer)
     g2d = _grad_output_2d(layer, g_y)
     windows = _windows(layer, torch.Size(x_shape), g_y.shape)
-    keys = Keys(layer.hot_config.seed, layer.hot_state.index, int(step.item()))
+    keys = Keys(layer.hot_config.seed, layer.hot_state.index, int(step.item()), rounding_rank())
     packed: tuple = ()
     if needs[1] and saved:
         packed = tuple(saved) if layer.hot_config.abc else (_input_2d(layer, saved[0]),)

@@ -39,14 +39,15 @@ class LayerState:
 
 @dataclass(frozen=True)
 class Keys:
-    """The hash keys of one backward call (seed, layer, step; the stream picks the quantiser)."""
+    """The hash keys of one backward call (seed, layer, step, data-parallel rank; the stream picks the quantiser)."""
 
     seed: int
     layer: int
     step: int
+    rank: int = 0
 
     def __call__(self, stream: Stream) -> int:
-        return rounding.hash_key(self.seed, self.layer, self.step, stream)
+        return rounding.hash_key(self.seed, self.layer, self.step, stream, self.rank)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from .config import HOTConfig
 from .functional import hot_layer_forward, register_layer
 from .hla import TokenGrid
 from .methods import Keys, LayerState, create_method
+from .rounding import rounding_rank
 
 
 class HOTLayerMixin:
@@ -42,7 +43,7 @@ class HOTLayerMixin:
         self.hot_method = create_method(config)
 
     def next_keys(self) -> Keys:
-        keys = Keys(self.hot_config.seed, self.hot_state.index, self.hot_state.step)
+        keys = Keys(self.hot_config.seed, self.hot_state.index, self.hot_state.step, rounding_rank())
         self.hot_state.step += 1
         return keys
 

@@ -1,8 +1,9 @@
 """The counter-based hash behind every stochastic rounding in HOT: the one definition.
 
-A uniform number ``u`` in [0, 1) is a pure function of (seed, layer, step, stream, index):
+A uniform number ``u`` in [0, 1) is a pure function of (seed, layer, step, stream, rank, index):
 
-    key = fmix32(fmix32(fmix32(fmix32(seed) ^ layer) ^ step) ^ stream)
+    key = fmix32(fmix32(fmix32(fmix32(seed) ^ layer) ^ step) ^ stream)   on rank 0
+    key = fmix32(key_of_rank_0 ^ rank)                                   on rank > 0
     h   = fmix32(fmix32(index) ^ key)
     u   = (h >> 8) * 2**-24
 
@@ -10,6 +11,12 @@ A uniform number ``u`` in [0, 1) is a pure function of (seed, layer, step, strea
 multiply 0xC2B2AE35, xor-shift 16, all modulo 2**32). ``index`` is the element's row-major offset in
 the tensor being quantised, modulo 2**32. ``stream`` separates the quantisers of one layer's
 backward (see :class:`Stream`). ``u`` has 24 random bits, so it is exact in float32.
+
+``rank`` is the process's data-parallel rank (:func:`rounding_rank`): ``torch.distributed``'s rank where
+a process group is initialised, else 0, unless :func:`set_rounding_rank` says otherwise. Data-parallel
+processes thus draw independent dither, whose noise averages out in the gradient all-reduce instead of
+adding up; rank 0, and every process without a process group, keeps the key of (seed, layer, step, stream)
+alone, so single-process results do not depend on whether the rank is part of the key.
 
 The CUDA kernels (``kernels/``) compute the same ``u`` for the same element, which is what lets
 real-quant results be checked bit for bit against this reference. No RNG state is involved.
@@ -21,6 +28,7 @@ import enum
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 MASK32 = 0xFFFFFFFF
 FMIX_C1 = 0x85EBCA6B
@@ -63,12 +71,36 @@ def fmix32_int(h: int) -> int:
     return h ^ (h >> 16)
 
 
-def hash_key(seed: int, layer: int, step: int, stream: int) -> int:
-    """The 32-bit key of one quantiser call."""
+def hash_key(seed: int, layer: int, step: int, stream: int, rank: int = 0) -> int:
+    """The 32-bit key of one quantiser call on data-parallel rank ``rank``."""
     key = fmix32_int(seed)
     key = fmix32_int(key ^ (layer & MASK32))
     key = fmix32_int(key ^ (step & MASK32))
-    return fmix32_int(key ^ (stream & MASK32))
+    key = fmix32_int(key ^ (stream & MASK32))
+    return key if rank == 0 else fmix32_int(key ^ (rank & MASK32))
+
+
+_rank_override: int | None = None
+
+
+def set_rounding_rank(rank: int | None) -> None:
+    """Draw this process's stochastic rounding as data-parallel rank ``rank``; None (the default) reads
+    ``torch.distributed``'s rank. For process groups where the data-parallel rank is not the global one, or to
+    reproduce one rank's numbers in a single process."""
+    global _rank_override
+    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 0):
+        raise ValueError(f"the rounding rank must be None or a non-negative integer, got {rank!r}")
+    _rank_override = rank
+
+
+def rounding_rank() -> int:
+    """The rank in this process's hash keys: :func:`set_rounding_rank`'s, else ``torch.distributed.get_rank()``
+    where a process group is initialised, else 0."""
+    if _rank_override is not None:
+        return _rank_override
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    return 0
 
 
 def _fmix32_numpy(h: np.ndarray) -> np.ndarray:

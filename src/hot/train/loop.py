@@ -3,7 +3,7 @@
 Reproducibility across a kill and resume rests on three things: the checkpoint holds every piece of state that
 changes during an epoch (weights, optimiser, scheduler, the HOT layers' rounding step counters as module extra
 state, the RNG states), the shuffling and worker seeds are a function of (seed, epoch) alone, and the stochastic
-rounding in HOT is a hash of (seed, layer, step), not an RNG draw.
+rounding in HOT is a hash of (seed, layer, step, rank), not an RNG draw.
 
 SIGTERM (SLURM, ``kill``, torchrun passing on its own) or SIGINT during training stops the run after the optimizer
 step in progress, with a checkpoint of that point: the epoch, the batches done in it and their loss sums. A resume
@@ -68,7 +68,10 @@ def train(config: TrainConfig, out: str | os.PathLike, resume: bool | None = Non
     if own_group:
         backend = "nccl" if config.device != "cpu" and torch.cuda.is_available() else "gloo"
         dist.init_process_group(backend)
-    place = Distributed(int(os.environ.get("RANK", "0")), world, int(os.environ.get("LOCAL_RANK", "0")))
+    env = os.environ
+    place = Distributed(
+        int(env.get("RANK", "0")), world, int(env.get("LOCAL_RANK", "0")), int(env.get("LOCAL_WORLD_SIZE", "1"))
+    )
     try:
         with determinism(config.deterministic):
             return _Run(config, Path(out), place).run(resume is not False)
@@ -81,6 +84,8 @@ class _Run:
     def __init__(self, config: TrainConfig, out: Path, place: Distributed) -> None:
         self.config, self.out, self.place = config, out, place
         self.device = self._device()
+        self.hot_config = config.hot_config()
+        place.check_same("HOT config", self._hot_settings())
         if config.batch_size % place.world:
             raise ValueError(f"batch_size {config.batch_size} must divide by the number of processes {place.world}")
         random.seed(config.seed)
@@ -109,7 +114,6 @@ class _Run:
             self.model = self.net
         if config.torch_compile != "none":  # training steps only; evaluation and checkpoints use self.net
             self.model = torch.compile(self.model, backend=config.torch_compile)
-        self.hot_config = config.hot_config()
         self.params = [(n, p) for n, p in self.net.named_parameters() if p.requires_grad]
         self.optimizer = self._optimizer()
         self.scheduler = self._scheduler()
@@ -132,9 +136,21 @@ class _Run:
             raise ValueError("device: 'cuda' was asked for but torch sees no CUDA device (auto or cpu runs here)")
         if want == "cpu" or not torch.cuda.is_available():
             return torch.device("cpu")
+        asked, visible = max(self.place.local_world, self.place.local_rank + 1), torch.cuda.device_count()
+        if asked > visible:
+            raise ValueError(
+                f"{asked} processes on this machine need a GPU each, but torch sees {visible} GPU(s) "
+                "(torchrun --nproc_per_node must not exceed it)"
+            )
         torch.cuda.set_device(self.place.local_rank)
         torch.cuda.reset_peak_memory_stats()
         return torch.device("cuda", self.place.local_rank)
+
+    def _hot_settings(self) -> dict[str, Any]:
+        """The run's method, excluded layers and HOT layers' config, by the keys a config file gives them."""
+        fields = {} if self.hot_config is None else self.hot_config.to_dict()
+        hot = {f"hot.{k}": v for k, v in fields.items()}
+        return {"method": self.config.method, "exclude": list(self.config.exclude), **hot}
 
     def _optimizer(self) -> torch.optim.Optimizer:
         c, params = self.config, [p for _, p in self.params]

@@ -17,7 +17,9 @@ HOT = HOTConfig(backend="fake", abc=True, lqs=True, seed=3)
 
 
 def test_a_fresh_process_measures_what_the_same_variant_measures_in_process() -> None:
-    fresh = step_worker.measure_in_fresh_process("hot", 2, 2, 1, 7, HOT, device="cpu", model_kwargs=TINY_VIT)
+    fresh = step_worker.measure_in_fresh_process(
+        step_worker.worker_request("hot", 2, 2, 1, 7, HOT, device="cpu", model_kwargs=TINY_VIT)
+    )
     assert "error" not in fresh, fresh
     here = step.step_variant("hot", 2, 2, 1, 7, HOT, device="cpu", model_kwargs=TINY_VIT)
     # Same seed, batch, steps and HOT config on the other side: the same weights, data and codes give the same loss
@@ -54,13 +56,15 @@ def test_the_worker_records_its_own_error_and_exits_1(tmp_path: Path) -> None:
 
 def test_a_worker_that_dies_without_a_result_is_an_error_entry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(step_worker, "WORKER_MODULE", "hot.bench.no_such_worker")
-    r = step_worker.measure_in_fresh_process("bf16", 2, 1, 0, 0, None, device="cpu")
+    r = step_worker.measure_in_fresh_process(step_worker.worker_request("bf16", 2, 1, 0, 0, None, device="cpu"))
     assert r["exit_code"] == 1
     assert r["error"].startswith("step worker for 'bf16' exited with code 1 without a result; its stderr ended:")
     assert "No module named hot.bench.no_such_worker" in r["error"]
 
 
 def test_a_worker_past_its_timeout_is_killed_and_an_error_entry() -> None:
-    r = step_worker.measure_in_fresh_process("bf16", 2, 1, 0, 0, None, device="cpu", timeout_s=0.5)
+    r = step_worker.measure_in_fresh_process(
+        step_worker.worker_request("bf16", 2, 1, 0, 0, None, device="cpu"), timeout_s=0.5
+    )
     assert r["error"].startswith("step worker for 'bf16' timed out after 0.5 s without a result")
     assert r["exit_code"] == -9  # SIGKILL, sent to its process group

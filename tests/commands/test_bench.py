@@ -15,6 +15,7 @@ import torch
 from hot import cli
 from hot.bench import report
 from hot.bench.step import STEP_VARIANTS
+from hot.bench.step_worker import worker_request
 from hot.commands import bench
 from hot.config import HOTConfig
 
@@ -92,9 +93,9 @@ def test_a_failing_part_is_recorded_and_the_rest_still_runs(monkeypatch: pytest.
 def test_each_step_variant_runs_in_a_process_of_its_own_with_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
 
-    def fresh(variant: str, batch: int, steps: int, warmup: int, seed: int, hot: HOTConfig, **kw: object) -> dict:
-        calls.append((variant, batch, steps, warmup, seed, hot, kw))
-        if variant == "hot":
+    def fresh(request: dict, **kw: object) -> dict:
+        calls.append((request, kw))
+        if request["variant"] == "hot":
             return {"error": "step worker for 'hot' exited with code -11 without a result", "exit_code": -11}
         return {"step_ms": 50.0, "peak_memory_gib": 9.0}
 
@@ -110,7 +111,8 @@ def test_each_step_variant_runs_in_a_process_of_its_own_with_the_settings(monkey
     payload: dict = {}
     bench._run_sections(args, payload, lambda: None)
     hot = HOTConfig(backend="real", abc=True, lqs=True, seed=3, gemm="cublas")
-    assert calls == [(v, 64, 7, 2, 3, hot, {"timeout_s": 99}) for v in STEP_VARIANTS]
+    want = [(worker_request(v, 64, 7, 2, 3, hot), {"timeout_s": 99}) for v in STEP_VARIANTS]
+    assert calls == want
     step = payload["step"]
     assert step["isolation"] == "a fresh process per variant" and list(step["variants"]) == list(STEP_VARIANTS)
     assert step["variants"]["hot"]["exit_code"] == -11 and step["variants"]["hot_compile"]["step_ms"] == 50.0

@@ -56,21 +56,10 @@ def worker_request(
     }
 
 
-def measure_in_fresh_process(
-    variant: str,
-    batch: int,
-    steps: int,
-    warmup: int,
-    seed: int,
-    hot: HOTConfig | None,
-    *,
-    device: str = "cuda",
-    model_kwargs: dict[str, Any] | None = None,
-    timeout_s: float | None = None,
-) -> dict[str, Any]:
-    """:func:`hot.bench.step.step_variant` run by a worker process of its own; never raises for the worker's
-    failures (they become the variant's ``error`` entry)."""
-    request = worker_request(variant, batch, steps, warmup, seed, hot, device=device, model_kwargs=model_kwargs)
+def measure_in_fresh_process(request: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
+    """:func:`hot.bench.step.step_variant` run by a worker process of its own on ``request``
+    (:func:`worker_request`); never raises for the worker's failures (they become the variant's ``error`` entry)."""
+    variant = request["variant"]
     with tempfile.TemporaryDirectory(prefix="hot-step-") as scratch:
         request_path, result_path = Path(scratch) / "request.json", Path(scratch) / "result.json"
         request_path.write_text(json.dumps(request))

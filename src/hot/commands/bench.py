@@ -55,7 +55,7 @@ from ..bench.report import (
     summary_lines,
 )
 from ..bench.step import STEP_CLASSES, STEP_MODEL, STEP_VARIANTS, free_memory, step_variant
-from ..bench.step_worker import measure_in_fresh_process
+from ..bench.step_worker import measure_in_fresh_process, worker_request
 from ..bench.timing import copy_bandwidth
 from ..config import GEMMS, HOTConfig
 from ..hla import TokenGrid
@@ -221,9 +221,8 @@ def _steps(args: argparse.Namespace, payload: dict[str, Any], save: Callable[[],
                 step["variants"][variant] = {"error": error_text(err)}
             free_memory()
         else:  # a failing worker is its variant's error entry
-            step["variants"][variant] = measure_in_fresh_process(
-                variant, args.batch, args.steps, args.warmup_steps, args.seed, hot, timeout_s=args.step_timeout
-            )
+            request = worker_request(variant, args.batch, args.steps, args.warmup_steps, args.seed, hot)
+            step["variants"][variant] = measure_in_fresh_process(request, timeout_s=args.step_timeout)
         v = step["variants"][variant]
         print(f"step {variant}: " + (f"{v['step_ms']:.1f} ms" if "step_ms" in v else str(v)[:300]), flush=True)
         step.update(step_summary(step["variants"]))

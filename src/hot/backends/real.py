@@ -8,11 +8,11 @@ chooses among them; the GEMM family is ``HOTConfig.gemm`` (``auto``: by the devi
   operands packed two per byte along K (element 2k in the low nibble of byte k), int32 accumulate; the
   g_w GEMM is a CUTLASS INT8 one. ``cutlass`` uses the INT8 GEMM for both paths. Both are sm80 kernels;
   their exactness was verified on an H100 (which runs sm80 ``mma.sync``, INT4 emulated), not on sm_8x;
-- ``cublas`` (sm_90 and newer, no INT4 tensor cores): INT4 codes on FP8 e4m3 tensor cores via
-  ``torch._scaled_mm`` (exact: -8..7 are e4m3 values, products are exact, fp32 accumulation of
-  integers below 2^24 is exact) and INT8 via ``torch._int_mm`` (cuBLASLt). The g_x quantisers then
-  write their 4-bit codes as ``float8_e4m3fn`` (same values) where O and I are multiples of 16, so the
-  GEMM reads them with no conversion pass;
+- ``cublas`` (sm_90 and newer, no INT4 tensor cores; a torch built for CUDA 12+, else ``auto`` takes
+  ``cutlass`` there): INT4 codes on FP8 e4m3 tensor cores via ``torch._scaled_mm`` (exact: -8..7 are e4m3
+  values, products are exact, fp32 accumulation of integers below 2^24 is exact) and INT8 via
+  ``torch._int_mm`` (cuBLASLt). The g_x quantisers then write their 4-bit codes as ``float8_e4m3fn`` (same
+  values) where O and I are multiples of 16, so the GEMM reads them with no conversion pass;
 - ``cutlass-sm90`` (compute capability 9.0): g_x as ``cublas``; the g_w GEMM is a CUTLASS 3.x sm_90a INT8 GEMM
   (TMA, wgmma, warp-specialised, stream-K). Only in builds made with ``HOT_KERNELS_SM90A=1``;
 - ``reference``: an exact float64 GEMM of the codes (any GPU; odd shapes on the other paths).
@@ -47,7 +47,7 @@ from ..hla import lp_l1_rows, projected_rows
 from . import HLASpec, HQSpec, quantize_grad_output_separately
 from .reference import ReferenceBackend
 
-__all__ = ["RealBackend", "load_ops", "mark_4bit"]
+__all__ = ["RealBackend", "fp8_gemm_available", "load_ops", "mark_4bit"]
 
 _E4M3 = torch.float8_e4m3fn
 _4BIT = "_hot_4bit_codes"
@@ -65,6 +65,12 @@ def load_ops() -> ModuleType:
             "or use backend 'fake'"
         ) from err
     return _C
+
+
+def fp8_gemm_available() -> bool:
+    """Whether this torch runs FP8 GEMMs (``torch._scaled_mm``): builds for CUDA 12 and later; CUDA 11.8 has none."""
+    cuda = torch.version.cuda
+    return cuda is not None and int(cuda.split(".")[0]) >= 12 and hasattr(torch, "_scaled_mm")
 
 
 def mark_4bit(codes: torch.Tensor) -> torch.Tensor:
@@ -158,12 +164,21 @@ class RealBackend:
                 f"gemm 'cutlass-sm90' is not available on {device}: it needs a compute capability 9.0 GPU "
                 "and hot-kernels built with HOT_KERNELS_SM90A=1 (CUDA 12+)"
             )
+        if self.gemm in ("cublas", "cutlass-sm90") and not fp8_gemm_available():
+            raise RuntimeError(
+                f"gemm {self.gemm!r} needs FP8 GEMMs (torch._scaled_mm), which this torch (CUDA {torch.version.cuda}) "
+                "lacks: they need a CUDA 12+ build; use gemm 'cutlass' (INT8 tensor cores) or 'auto'"
+            )
         if self.gemm != "auto":
             return self.gemm
         major, _ = torch.cuda.get_device_capability(device)
         if major == 8:
             return "cutlass-int4"
-        return "cublas" if major >= 9 else "reference"
+        if major >= 9:
+            # Hopper has no INT4 tensor cores: 4-bit codes go to FP8 ones where this torch has FP8 GEMMs, else
+            # (a CUDA 11.8 build, as the image's) to the INT8 ones, exact for any int8 codes.
+            return "cublas" if fp8_gemm_available() else "cutlass"
+        return "reference"
 
     def _gx_gemm(self, device: torch.device) -> str:
         """The family of the g_x GEMM on ``device``: ``cutlass-sm90`` differs from ``cublas`` only in g_w."""

@@ -1,0 +1,49 @@
+"""Which GEMMs the real backend picks per GPU and torch build (no GPU needed: the ops and the device are stand-ins).
+
+On Hopper, 4-bit g_x codes run on FP8 tensor cores only where torch has FP8 GEMMs (a CUDA 12+ build); a CUDA 11.8
+torch (the container image's) takes the INT8 tensor cores, whose exactness the GPU tests check for every family."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from hot.backends import real
+
+
+@pytest.fixture
+def backend_on(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(real, "load_ops", lambda: types.SimpleNamespace())
+
+    def make(capability: tuple[int, int], cuda: str | None, gemm: str = "auto") -> real.RealBackend:
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+        monkeypatch.setattr(torch.version, "cuda", cuda)
+        return real.RealBackend(gemm=gemm)
+
+    return make
+
+
+@pytest.mark.parametrize(
+    ("capability", "cuda", "gemm"),
+    [((9, 0), "13.0", "cublas"), ((9, 0), "12.4", "cublas"), ((9, 0), "11.8", "cutlass"), ((10, 0), "11.8", "cutlass"),
+     ((8, 0), "11.8", "cutlass-int4"), ((8, 9), "13.0", "cutlass-int4"), ((7, 5), "12.4", "reference")],
+)  # fmt: skip
+def test_auto_picks_fp8_only_where_torch_has_fp8_gemms(backend_on, capability, cuda, gemm) -> None:
+    backend = backend_on(capability, cuda)
+    assert backend.gemm_for(torch.device("cuda", 0)) == gemm
+    assert real.fp8_gemm_available() is (int(cuda.split(".")[0]) >= 12)
+
+
+def test_fp8_codes_are_written_only_for_the_fp8_gemm(backend_on) -> None:
+    device = torch.device("cuda", 0)
+    assert backend_on((9, 0), "12.4")._fp8_codes(device, 4, 64, 64)
+    assert not backend_on((9, 0), "11.8")._fp8_codes(device, 4, 64, 64)
+
+
+def test_asking_for_fp8_gemms_without_them_names_the_cuda_build(backend_on) -> None:
+    backend = backend_on((9, 0), "11.8", gemm="cublas")
+    with pytest.raises(RuntimeError, match=r"gemm 'cublas' needs FP8 GEMMs .* \(CUDA 11\.8\) lacks"):
+        backend.gemm_for(torch.device("cuda", 0))
+    assert backend_on((9, 0), "11.8", gemm="cutlass").gemm_for(torch.device("cuda", 0)) == "cutlass"

@@ -162,23 +162,11 @@ def test_test_config_validates_against_the_schema() -> None:
 
 
 def test_test_config_dry_run_runs_every_rule(tmp_path: Path) -> None:
-    out = snakemake(
-        "-n",
-        "--forceall",
-        "--nolock",
-        "--cores",
-        "2",
-        "--configfile",
-        str(TEST_CONFIG),
-        "--config",
-        f"results_dir={tmp_path}/results",
-        f"tables_dir={tmp_path}/tables",
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    blocks = _job_blocks(out.stdout)
+    text = _dry_run(tmp_path, "--configfile", str(TEST_CONFIG))
+    blocks = _job_blocks(text)
     assert set(blocks) == _rules()
     assert len(blocks["train"]) < 25
-    assert f"{tmp_path}/tables/summary.md" in out.stdout
+    assert f"{tmp_path}/tables/summary.md" in text
 
 
 def test_unknown_preset_is_refused_before_it_becomes_a_path(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from hot.bench import step
@@ -29,3 +30,13 @@ def test_time_training_runs_a_tiny_hot_model_on_the_cpu() -> None:
     # every layer decided, but the patch embedding: its input needs no gradient, so it computes no g_x to calibrate
     assert r["lqs"]["per_token"] + r["lqs"]["per_tensor"] == len(list(hot_layers(net))) - 1 and r["lqs"]["none"] == 1
     assert all(layer.hot_state.step == 4 for _, layer in hot_layers(net))  # calibration + warm-up + 2 timed
+
+
+def test_the_step_profile_refuses_bad_calls_and_a_machine_without_a_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    from hot.bench import step_profile
+
+    assert step_profile.main([]) == 2 and "usage:" in capsys.readouterr().err
+    assert step_profile.main(["out", "fp32", "1", "1", "0"]) == 2 and "usage:" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        assert step_profile.main(["out"]) == 2
+        assert "needs a CUDA GPU" in capsys.readouterr().err

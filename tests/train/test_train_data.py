@@ -318,3 +318,55 @@ def test_hot_data_fetch_records_synthetic_data_ready_without_reading(tmp_path):
     record = json.loads(out.read_text())
     assert record["status"] == "ready"
     assert record["found"] == "generated in memory (imagenet100's shape: 3x224², 100 classes)"
+
+
+def _images(n: int, channels: int | None, side: int = 9) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(n)
+    shape = (n, side, side) if channels is None else (n, channels, side, side)
+    return torch.randint(0, 256, shape, generator=g, dtype=torch.uint8), torch.randint(0, 10, (n,), generator=g)
+
+
+@pytest.mark.parametrize(("channels", "size"), [(None, 9), (None, 12), (3, 9), (3, 7)])
+def test_a_batch_of_in_memory_images_equals_the_samples_made_one_by_one(channels, size):
+    images, labels = _images(40, channels)
+    mean, std = ((0.3,), (0.4,)) if channels is None else ((0.1, 0.2, 0.3), (0.5, 0.6, 0.7))
+    ds = data.ImageTensorDataset(images, labels, mean, std, size)
+    indices = [7, 0, 39, 12, 12, 3]
+    x, y = ds.get_batch(indices)
+    for row, i in enumerate(indices):  # the per-sample transform, written out
+        one = images[i].float().div(255.0)
+        one = (one.unsqueeze(0) if one.dim() == 2 else one).sub(torch.tensor(mean).view(-1, 1, 1))
+        one = one.div(torch.tensor(std).view(-1, 1, 1))
+        if size != 9:
+            one = torch.nn.functional.interpolate(one[None], size=(size, size), mode="bilinear", align_corners=False)[0]
+        assert torch.equal(x[row], one), (row, i)
+        assert y[row].item() == labels[i].item()
+    assert y.dtype == torch.long
+
+
+@pytest.mark.parametrize("classes", [None, [7, 2, 5]])
+def test_batch_loader_yields_the_dataloaders_batches(classes):
+    images, labels = _images(300, None)
+    base = data.ImageTensorDataset(images, labels, (0.3,), (0.4,), 9)
+    selected = data.select(base, labels, classes, 100, seed=3)
+    for epoch_seed in (0, 1):
+        # what the training loop built before: a shuffling DataLoader (its worker seed and order from one generator)
+        loader_batches = torch.utils.data.DataLoader(
+            selected, batch_size=16, shuffle=True, generator=torch.Generator().manual_seed(epoch_seed)
+        )
+        g = torch.Generator().manual_seed(epoch_seed)
+        ours = data.BatchLoader(
+            selected, torch.utils.data.BatchSampler(torch.utils.data.RandomSampler(selected, generator=g), 16, False), g
+        )
+        assert len(ours) == len(loader_batches) == -(-len(selected) // 16) > 1
+        pairs = list(zip(ours, loader_batches, strict=True))
+        for (x, y), (x_ref, y_ref) in pairs:
+            assert torch.equal(x, x_ref) and torch.equal(y, y_ref)
+    assert set(torch.cat([y for _, y in ours]).tolist()) <= set(range(len(classes or range(10))))
+
+
+def test_batch_loader_refuses_datasets_made_per_sample():
+    train, _ = data.build_datasets("synthetic", "data", 32, None, 10, 5, seed=1)
+    assert not train.batched
+    with pytest.raises(ValueError, match="SyntheticImages makes no whole batches"):
+        data.BatchLoader(train, torch.utils.data.BatchSampler(range(10), 4, False), None)

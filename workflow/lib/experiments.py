@@ -147,8 +147,9 @@ class _Builder:
         return method in HOT_METHODS or (method in LORA_TABLE3.values() and method != LORA_TABLE3[(False, False)])
 
     def backend(self, method: str) -> str:
-        """The configured backend of a run of ``method``: only HOT's own methods have a real one."""
-        return self.config["backend"] if method in HOT_METHODS else "fake"
+        """The configured backend of a run of ``method``: runs with HOT layers (LoRA's too) take it; baselines
+        quantise in PyTorch only, with no real backend."""
+        return self.config["backend"] if self.runs_hot(method) else "fake"
 
     def run(
         self,

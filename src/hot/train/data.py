@@ -11,13 +11,13 @@ training finds or fetches its data the same way when it runs alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import Dataset
+from torch.utils.data import BatchSampler, Dataset
 
 from .sources import (
     DatasetError,
@@ -107,11 +107,17 @@ class ImageTensorDataset(Dataset):
         return len(self.labels)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        x = self.images[i].float().div(255.0)
-        x = (x.unsqueeze(0) if x.dim() == 2 else x).sub(self.mean).div(self.std)
+        x, y = self.get_batch([i])
+        return x[0], int(y[0])
+
+    def get_batch(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Samples ``indices`` as one batch: the same values as stacking them one by one, in one op each."""
+        idx = torch.as_tensor(indices, dtype=torch.long)
+        x = self.images[idx].float().div(255.0)
+        x = (x.unsqueeze(1) if x.dim() == 3 else x).sub(self.mean).div(self.std)
         if x.shape[-1] != self.size:
-            x = F.interpolate(x[None], size=(self.size, self.size), mode="bilinear", align_corners=False)[0]
-        return x, int(self.labels[i])
+            x = F.interpolate(x, size=(self.size, self.size), mode="bilinear", align_corners=False)
+        return x, self.labels[idx].long()
 
 
 class Selected(Dataset):
@@ -126,6 +132,41 @@ class Selected(Dataset):
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         x, y = self.base[self.indices[i]]
         return x, (self.label_map[int(y)] if self.label_map is not None else int(y))
+
+    @property
+    def batched(self) -> bool:
+        """Whether :meth:`get_batch` works: the base dataset makes whole batches."""
+        return hasattr(self.base, "get_batch")
+
+    def get_batch(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = self.base.get_batch([self.indices[i] for i in indices])
+        if self.label_map is not None:
+            lookup = torch.full((max(self.label_map) + 1,), -1, dtype=torch.long)
+            lookup[list(self.label_map)] = torch.tensor(list(self.label_map.values()))
+            y = lookup[y]
+        return x, y
+
+
+class BatchLoader:
+    """What ``DataLoader(dataset, batch_sampler=batches)`` yields in-process, each batch made by the dataset's
+    ``get_batch`` in one indexing op instead of a Python call and a collate per sample.
+
+    Each new iteration draws one number from ``generator`` first, as DataLoader's iterator does (its workers' base
+    seed), so that a sampler sharing that generator visits the samples in DataLoader's order.
+    """
+
+    def __init__(self, dataset: Selected, batches: BatchSampler, generator: torch.Generator | None) -> None:
+        if not dataset.batched:
+            raise ValueError(f"{type(dataset.base).__name__} makes no whole batches (no get_batch)")
+        self.dataset, self.batches, self.generator = dataset, batches, generator
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        torch.empty((), dtype=torch.int64).random_(generator=self.generator)
+        for indices in self.batches:
+            yield self.dataset.get_batch(indices)
 
 
 def select(base: Any, labels: Sequence[int], classes: Sequence[int] | None, subset: int | None, seed: int) -> Selected:

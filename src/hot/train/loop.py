@@ -34,14 +34,14 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.utils.data import DataLoader, DistributedSampler, Subset
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler
 from tqdm import tqdm
 
 from .. import lqs
 from ..convert import hot_layers, set_config, state_dict_for_plain
 from ..results import environment, remove_stale_temporaries, write_atomic, write_json_atomic
 from .config import TrainConfig
-from .data import build_datasets, dataset_info
+from .data import BatchLoader, build_datasets, dataset_info
 from .distributed import Distributed
 from .models import build_model, default_image_size
 from .outdir import CHECKPOINT, LQS, METRICS, MODEL, NOT_BEGUN, EpochSoFar, out_locked, read_checkpoint, remove_results
@@ -194,23 +194,17 @@ class _Run:
             return SoftTargetCrossEntropy()
         return nn.CrossEntropyLoss(label_smoothing=self.config.label_smoothing)
 
-    def _train_loader(self, epoch: int) -> DataLoader:
+    def _train_loader(self, epoch: int) -> DataLoader | BatchLoader:
         c, place = self.config, self.place
         generator = torch.Generator().manual_seed(epoch_seed(c.seed, epoch))
-        sampler = None
         if place.world > 1:
             sampler = DistributedSampler(self.train_set, place.world, place.rank, shuffle=True, seed=c.seed)
             sampler.set_epoch(epoch)
-        loader = DataLoader(
-            self.train_set,
-            batch_size=c.batch_size // place.world,
-            shuffle=sampler is None,
-            sampler=sampler,
-            generator=generator,
-            num_workers=c.num_workers,
-            drop_last=self.mixup is not None,  # mixup pairs samples
-            pin_memory=self.device.type == "cuda",
-        )
+        else:
+            sampler = RandomSampler(self.train_set, generator=generator)
+        # drop_last: mixup pairs samples
+        batches = BatchSampler(sampler, c.batch_size // place.world, drop_last=self.mixup is not None)
+        loader = self._loader(self.train_set, batches, generator)
         if len(loader) == 0:
             raise ValueError(
                 f"no training batch: {len(self.train_set)} samples, batch_size {c.batch_size} (mixup drops "
@@ -218,10 +212,24 @@ class _Run:
             )
         return loader
 
-    def _test_loader(self) -> DataLoader:
-        shard = Subset(self.test_set, range(self.place.rank, len(self.test_set), self.place.world))
+    def _test_loader(self) -> DataLoader | BatchLoader:
+        rank, world = self.place.rank, self.place.world
+        shard = list(range(rank, len(self.test_set), world))
+        return self._loader(self.test_set, BatchSampler(shard, self.config.batch_size // world, drop_last=False))
+
+    def _loader(
+        self, data: Any, batches: BatchSampler, generator: torch.Generator | None = None
+    ) -> DataLoader | BatchLoader:
+        # Datasets held in memory make whole batches in-process (the same samples, order and values as the
+        # DataLoader's); the others load per sample, in workers if asked.
+        if self.config.num_workers == 0 and getattr(data, "batched", False):
+            return BatchLoader(data, batches, generator)
         return DataLoader(
-            shard, batch_size=self.config.batch_size // self.place.world, num_workers=self.config.num_workers
+            data,
+            batch_sampler=batches,
+            generator=generator,
+            num_workers=self.config.num_workers,
+            pin_memory=self.device.type == "cuda",
         )
 
     # --- checkpoint --------------------------------------------------------------------------------------------
@@ -410,20 +418,25 @@ class _Run:
             x, y = self.mixup(x, y)
         with self._autocast():
             loss = self.criterion(self.model(x), y)
-        where = f"epoch {epoch + 1}, step {step} (global step {global_step})"
-        bad = torch.tensor([0.0 if torch.isfinite(loss) else 1.0], device=self.device)
-        if self.place.sum(bad.tolist(), self.device)[0] > 0:
-            raise NonFiniteError(f"non-finite loss ({loss.item()}) at {where}")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        self._check_gradients(where)
-        self.optimizer.step()
-        return loss.item()
-
-    def _check_gradients(self, where: str) -> None:
+        # One wait for the device a step: the loss and the gradient norm are read together, after the backward is
+        # queued (a non-finite loss is still reported as such, and no optimizer step is taken after either).
         grads = [p.grad for _, p in self.params if p.grad is not None]
-        if math.isfinite(torch.nn.utils.get_total_norm(grads).item()):
-            return
+        norm = torch.nn.utils.get_total_norm(grads) if grads else loss.new_zeros(())
+        value, grad_norm = torch.stack([loss.detach().float(), norm.float()]).tolist()
+        where = f"epoch {epoch + 1}, step {step} (global step {global_step})"
+        bad_loss, bad_grads = self.place.sum(
+            [float(not math.isfinite(value)), float(not math.isfinite(grad_norm))], self.device
+        )
+        if bad_loss:
+            raise NonFiniteError(f"non-finite loss ({value}) at {where}")
+        if bad_grads:
+            self._name_non_finite_gradient(where)
+        self.optimizer.step()
+        return value
+
+    def _name_non_finite_gradient(self, where: str) -> None:
         for name, p in self.params:  # the first offender, in module order (backward runs the other way)
             if p.grad is not None and not torch.isfinite(p.grad).all():
                 raise NonFiniteError(

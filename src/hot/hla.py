@@ -109,6 +109,22 @@ class HLAWindows:
         pos = torch.where((r < self.height) & (c < self.width), pos, torch.full_like(pos, -1))
         return pos.permute(0, 2, 1, 3).reshape(rows * cols, self.block)
 
+    def device_maps(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The index map on ``device``, made once per device (a copy per call would wait for the device):
+        every slot's position with padding pointing at position T (a zero row), and the slots that are not
+        padding with the positions they read."""
+        key = str(device)
+        if key not in self._on_device:
+            flat = self.index_map.reshape(-1)
+            inside = torch.nonzero(flat >= 0).flatten()
+            gather = torch.where(flat < 0, self.tokens, flat)
+            self._on_device[key] = (gather.to(device), inside.to(device), flat[inside].to(device))
+        return self._on_device[key]
+
+    @functools.cached_property
+    def _on_device(self) -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        return {}
+
 
 @functools.cache
 def hla_windows(tokens: int, blocking: str, grid: TokenGrid | None = None) -> HLAWindows:
@@ -199,8 +215,7 @@ def gather_windows(t: torch.Tensor, windows: HLAWindows) -> torch.Tensor:
     """(samples, windows, block, C): each window's positions of a (L, C) tensor, zeros where padded."""
     samples, channels = _check_length(t, windows)
     x = F.pad(t.reshape(samples, windows.tokens, channels), (0, 0, 0, 1))  # position T: the zero row
-    index = windows.index_map.to(t.device).reshape(-1)
-    index = torch.where(index < 0, windows.tokens, index)
+    index, _, _ = windows.device_maps(t.device)
     return x[:, index].reshape(samples, windows.windows, windows.block, channels)
 
 
@@ -230,7 +245,6 @@ def hla_lowpass(t: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor
     kept[:, :, rows] = coeffs[:, :, rows]
     back = block_hadamard(kept, windows.block, dim=2) / windows.block
     out = t.reshape(samples, windows.tokens, channels).clone()
-    index = windows.index_map.to(t.device).reshape(-1)
-    inside = index >= 0
-    out[:, index[inside]] = back.reshape(samples, -1, channels)[:, inside]
+    _, slots, positions = windows.device_maps(t.device)
+    out[:, positions] = back.reshape(samples, -1, channels)[:, slots]
     return out.reshape(-1, channels)

@@ -134,7 +134,11 @@ def test_unfold_and_fold_equal_im2col_and_col2im(kernel, stride, padding, size) 
     assert torch.equal(unfold_input(x, conv), expected)
     g_cols = torch.randn_like(expected)
     folded = F.fold(
-        g_cols.reshape(2, -1, cols.shape[1]).transpose(1, 2), size, conv.kernel_size, conv.dilation, conv.padding,
+        g_cols.reshape(2, -1, cols.shape[1]).transpose(1, 2),
+        size,
+        conv.kernel_size,
+        conv.dilation,
+        conv.padding,
         conv.stride,
     )
     assert torch.equal(fold_grad_input(g_cols, conv, list(x.shape)), folded)

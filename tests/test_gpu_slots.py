@@ -247,7 +247,7 @@ with open(run + "/data.json", "w") as f:
     json.dump({"status": "ready"}, f)
 smk = SimpleNamespace(
     input=Files(data=run + "/data.json"), output=Files(metrics=run + "/metrics.json", model=run + "/model.pt"),
-    params=SimpleNamespace(settings=settings, backend="fake", gpus=gpus, jobs_per_gpu=1), log=[run + ".log"],
+    params=SimpleNamespace(settings=settings, backend="fake", gpus=gpus, jobs_per_gpu=1, steps_alone=False), log=[run + ".log"],
     threads=1,
 )
 sys.executable = python
@@ -286,3 +286,44 @@ def test_train_rule_two_processes_on_cpu(tmp_path):
     assert result.returncode == 0, log[-3000:]
     assert "CUDA_VISIBLE_DEVICES=0,1" in log
     assert json.loads((run / "metrics.json").read_text())["world_size"] == 2
+
+
+def test_sharing_jobs_with_steps_alone_compute_one_at_a_time(tmp_path):
+    # Two jobs share one GPU; each holds the steps lock for 0.6 s. Their locked intervals must not overlap, while
+    # both hold a slot of the GPU at once (each waits until the other has started before locking).
+    env = _env(tmp_path, 1, HOT_GPU_JOBS_PER_GPU="2")
+    code = (
+        "import os, pathlib, sys, time\n"
+        "from hot.gpu_slots import steps_alone\n"
+        "me, other = sys.argv[1], sys.argv[2]\n"
+        "d = pathlib.Path(sys.argv[3])\n"
+        "(d / (me + '.up')).touch()\n"
+        "while not (d / (other + '.up')).exists(): time.sleep(0.05)\n"
+        "with steps_alone() as held:\n"
+        "    start = time.monotonic(); time.sleep(0.6); end = time.monotonic()\n"
+        "(d / (me + '.span')).write_text(f\"{held} {start} {end} {os.environ['HOT_GPU_STEPS_LOCK']}\\n\")\n"
+    )
+    jobs = []
+    for me, other in (("a", "b"), ("b", "a")):
+        argv = _slots(1, me, sys.executable, "-c", code, me, other, str(tmp_path))
+        argv[6:6] = ["--steps-alone"]  # after --gpus 1
+        jobs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    assert [job.wait(timeout=60) for job in jobs] == [0, 0], [job.stderr.read() for job in jobs]
+    spans = {name: (tmp_path / f"{name}.span").read_text().split() for name in "ab"}
+    assert all(s[0] == "True" and s[3] == str(tmp_path / "locks" / "gpu0.steps.lock") for s in spans.values())
+    (a0, a1), (b0, b1) = [(float(spans[n][1]), float(spans[n][2])) for n in "ab"]
+    assert a1 <= b0 or b1 <= a0, spans
+
+
+def test_steps_alone_is_nothing_without_the_variable_or_a_gpu_to_share(tmp_path):
+    from hot.gpu_slots import slot_environment, steps_alone
+
+    with steps_alone({}) as held:
+        assert held is False
+    env, locks = {"CUDA_VISIBLE_DEVICES": "0,1"}, tmp_path / "locks"
+    own, fds = slot_environment(1, "own", locks, env, per_gpu=1, steps_alone=True)
+    assert "HOT_GPU_STEPS_LOCK" not in own  # a GPU of its own: nothing to wait for
+    shared, more = slot_environment(1, "shared", locks, env, per_gpu=3, steps_alone=True)
+    assert shared["CUDA_VISIBLE_DEVICES"] == "1"  # device 0 is the first job's
+    assert shared["HOT_GPU_STEPS_LOCK"] == str(locks / "gpu1.steps.lock")
+    _close((["x"], fds + more))

@@ -14,21 +14,28 @@ files, so there are never more than N on a device; jobs are spread over the devi
 A job with N = 1 (kernel tests, timings) holds the device's lock exclusively: it waits for the sharing jobs to end,
 and they wait for it; while one waits, no sharing job starts (it would otherwise wait for as long as sharing jobs
 overlap). Use one N per machine: a job counts only against the slots of its own N.
+
+A sharing job may time its work as if alone: ``--steps-alone`` sets ``$HOT_GPU_STEPS_LOCK`` to a lock file of its
+device, and :func:`steps_alone` (the training loop's timed steps and evaluation) holds it exclusively, so that of the
+jobs sharing a GPU only one computes on it at a time while the others start up, load, evaluate on the CPU or write
+checkpoints. The smoke preset measures step times this way with its start-up costs overlapped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 SLURM_GPU_VARIABLES = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
 JOBS_PER_GPU_VARIABLE = "HOT_GPU_JOBS_PER_GPU"
+STEPS_LOCK_VARIABLE = "HOT_GPU_STEPS_LOCK"
 EXCLUSIVE_WAITING = "exclusive-waiting.lock"  # held by a job waiting for GPUs to itself: sharing jobs let it go first
 
 
@@ -160,11 +167,17 @@ def acquire(
 
 
 def slot_environment(
-    gpus: int, job: str, lock_dir: Path | None, env: dict[str, str], per_gpu: int | None = None
+    gpus: int,
+    job: str,
+    lock_dir: Path | None,
+    env: dict[str, str],
+    per_gpu: int | None = None,
+    steps_alone: bool = False,
 ) -> tuple[dict[str, str], list[int]]:
     """The environment a job needing ``gpus`` GPUs runs in (``CUDA_VISIBLE_DEVICES`` set to the slots it took), and
     the lock file descriptors it must hold until it ends; ``SlotError`` where the request cannot be met.
-    ``per_gpu``: the per-GPU job share (None: ``$HOT_GPU_JOBS_PER_GPU``, default 1)."""
+    ``per_gpu``: the per-GPU job share (None: ``$HOT_GPU_JOBS_PER_GPU``, default 1); ``steps_alone``: a shared job
+    is given its first device's steps lock (``$HOT_GPU_STEPS_LOCK``, see :func:`steps_alone`)."""
     env = dict(env)
     per_gpu = jobs_per_gpu(env) if per_gpu is None else per_gpu
     if per_gpu < 1:
@@ -180,9 +193,29 @@ def slot_environment(
     if not devices:
         print(f"hot slots: no GPU visible; job {job} runs without one", file=sys.stderr, flush=True)
         return env, []
-    chosen, fds = acquire(gpus, devices, lock_dir or default_lock_dir(), job, per_gpu=per_gpu)
+    lock_dir = lock_dir or default_lock_dir()
+    chosen, fds = acquire(gpus, devices, lock_dir, job, per_gpu=per_gpu)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(chosen)
+    if steps_alone and per_gpu > 1:
+        env[STEPS_LOCK_VARIABLE] = str(lock_dir / f"gpu{devices.index(chosen[0])}.steps.lock")
     share = f" (shared: up to {per_gpu} jobs a GPU)" if per_gpu > 1 else ""
     print(f"hot slots: job {job} on CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']}{share}", file=sys.stderr,
           flush=True)  # fmt: skip
     return env, fds
+
+
+@contextlib.contextmanager
+def steps_alone(env: Mapping[str, str] = os.environ) -> Iterator[bool]:
+    """Hold ``$HOT_GPU_STEPS_LOCK`` exclusively for the block (yields True), waiting while another job holds it;
+    without the variable, nothing (yields False). The holder should let its device finish and return its cached
+    memory before the block ends: the next job computes in that memory."""
+    path = env.get(STEPS_LOCK_VARIABLE)
+    if not path:
+        yield False
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield True
+    finally:
+        os.close(fd)  # closing releases the lock

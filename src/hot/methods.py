@@ -206,9 +206,7 @@ class HOTMethod(Method):
         backend = self.backend_for(g_y.device)
         state.backend = backend.name
         specs = self._specs(g_y, weight.shape[0], windows, state, keys)
-        a_codes, a_scale, g_codes, g_scale = backend.quantize_grad_output(
-            g_y, specs.grad_output, specs.grad_output_hla
-        )
+        a_codes, a_scale, g_codes, g_scale = backend.quantize_grad_output(g_y, specs.grad_output, specs.grad_output_hla)
         g_x = self._hq_matmul((a_codes, a_scale), weight, specs.grad_output, gx_dtype)
         return g_x, self._hla_matmul((g_codes, g_scale), saved, specs)
 

@@ -81,10 +81,13 @@ def test_changed_settings_discard_the_checkpoint_unchanged_keep_it(tmp_path: Pat
     assert json.loads((out / "settings.json").read_text()) == {"epochs": 2}
 
 
-@pytest.mark.parametrize(("gpus", "share"), [(0, 1), (1, 1), (1, 4), (4, 1)])
-def test_a_run_takes_its_gpus_through_hot_slots(tmp_path: Path, gpus: int, share: int) -> None:
-    argv = train.command(tmp_path, gpus, share)
-    slots = ["hot", "slots", "--gpus", str(gpus), "--jobs-per-gpu", str(share), "--job", str(tmp_path), "--"]
+@pytest.mark.parametrize(
+    ("gpus", "share", "alone"), [(0, 1, False), (1, 1, True), (1, 4, False), (1, 4, True), (4, 1, False)]
+)
+def test_a_run_takes_its_gpus_through_hot_slots(tmp_path: Path, gpus: int, share: int, alone: bool) -> None:
+    argv = train.command(tmp_path, gpus, share, alone)
+    flag = ["--steps-alone"] if alone and share > 1 else []  # alone on a GPU of its own: nothing to ask
+    slots = ["hot", "slots", "--gpus", str(gpus), "--jobs-per-gpu", str(share), *flag, "--job", str(tmp_path), "--"]
     assert argv[: argv.index("--") + 1] == slots
     rest = argv[argv.index("--") + 1 :]
     assert rest[-4:] == ["--out", str(tmp_path), "--config", str(tmp_path / "settings.json")]

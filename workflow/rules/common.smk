@@ -46,7 +46,8 @@ def res(kind):
 
 def slots(kind):
     """``hot slots``' arguments for a job of a kind: its GPUs and how many jobs may share each (its params)."""
-    return {"gpus": gpus(kind), "jobs_per_gpu": config["resources"][kind]["jobs_per_gpu"]}
+    r = config["resources"][kind]
+    return {"gpus": gpus(kind), "jobs_per_gpu": r["jobs_per_gpu"], "steps_alone": r["steps_alone"]}
 
 
 def missing_gpu(jobs):

@@ -67,10 +67,11 @@ def write_settings(out: Path, settings: str) -> None:
     tmp.replace(path)
 
 
-def command(out: Path, gpus: int, jobs_per_gpu: int = 1) -> list[str]:
-    """``hot train`` on ``gpus`` GPUs (``hot slots``), its own or each shared by up to ``jobs_per_gpu`` jobs: one
-    torchrun job over them where there are several."""
-    slots = ["hot", "slots", "--gpus", str(gpus), "--jobs-per-gpu", str(jobs_per_gpu), "--job", str(out), "--"]
+def command(out: Path, gpus: int, jobs_per_gpu: int = 1, steps_alone: bool = False) -> list[str]:
+    """``hot train`` on ``gpus`` GPUs (``hot slots``), its own or each shared by up to ``jobs_per_gpu`` jobs (its steps
+    and evaluation alone on the GPU with ``steps_alone``): one torchrun job over them where there are several."""
+    alone = ["--steps-alone"] if steps_alone and jobs_per_gpu > 1 else []
+    slots = ["hot", "slots", "--gpus", str(gpus), "--jobs-per-gpu", str(jobs_per_gpu), *alone, "--job", str(out), "--"]
     train = ["--out", str(out), "--config", str(out / "settings.json")]
     if gpus > 1:
         launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}"]
@@ -93,7 +94,7 @@ def main(smk: Any) -> None:
         return
     write_settings(out, resolve_backend(smk.params.settings, backend, kernel_tests))
     os.environ["OMP_NUM_THREADS"] = str(smk.threads)
-    argv = command(out, int(smk.params.gpus), int(smk.params.jobs_per_gpu))
+    argv = command(out, int(smk.params.gpus), int(smk.params.jobs_per_gpu), bool(smk.params.steps_alone))
     print(shlex.join(argv), flush=True)
     os.execvp(argv[0], argv)
 

@@ -1,5 +1,5 @@
-"""``hot slots --gpus N [--jobs-per-gpu S] --job NAME -- COMMAND...``: run COMMAND on N GPUs of its own, or shared
-with at most S-1 other jobs each (:mod:`hot.gpu_slots`)."""
+"""``hot slots --gpus N [--jobs-per-gpu S [--steps-alone]] --job NAME -- COMMAND...``: run COMMAND on N GPUs of
+its own, or shared with at most S-1 other jobs each (:mod:`hot.gpu_slots`)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--job", required=True, help="the job's name, for messages")
     parser.add_argument("--jobs-per-gpu", type=int, default=None, help="how many jobs may share one GPU (default: "
                         "$HOT_GPU_JOBS_PER_GPU, else 1: the GPUs are the job's own)")  # fmt: skip
+    parser.add_argument("--steps-alone", action="store_true", help="a shared job's training steps and evaluation "
+                        "take the GPU to themselves (hot.gpu_slots.steps_alone)")  # fmt: skip
     parser.add_argument("--dir", type=Path, default=None, help="lock directory (default: $HOT_GPU_SLOTS_DIR or a "
                         "per-user directory in the machine's temporary directory)")  # fmt: skip
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
@@ -27,7 +29,9 @@ def run(args: argparse.Namespace) -> int:
         print("hot slots: no command given", file=sys.stderr)
         return 2
     try:
-        env, fds = slot_environment(args.gpus, args.job, args.dir, dict(os.environ), args.jobs_per_gpu)
+        env, fds = slot_environment(
+            args.gpus, args.job, args.dir, dict(os.environ), args.jobs_per_gpu, steps_alone=args.steps_alone
+        )
     except SlotError as error:
         print(error, file=sys.stderr)
         return 1

@@ -27,6 +27,7 @@ import signal
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from tqdm import tqdm
 
 from .. import lqs
 from ..convert import hot_layers, set_config, state_dict_for_plain
+from ..gpu_slots import steps_alone
 from ..results import environment, remove_stale_temporaries, write_atomic, write_json_atomic
 from .config import TrainConfig
 from .data import BatchLoader, build_datasets, dataset_info
@@ -323,7 +325,8 @@ class _Run:
         self.started = time.perf_counter()
         with self.stop.caught():
             for epoch in range(self.start_epoch, self.config.epochs):
-                record = self._epoch(epoch)
+                with self._gpu_alone():
+                    record = self._epoch(epoch)
                 self.history.append(record)
                 if self.place.main:
                     print(
@@ -345,6 +348,18 @@ class _Run:
             write_json_atomic(self.out / METRICS, metrics, sort_keys=True)
         self.place.barrier()
         return metrics
+
+    @contextlib.contextmanager
+    def _gpu_alone(self) -> Iterator[None]:
+        # A job sharing its GPU under `hot slots --steps-alone` computes (trains, evaluates) with the GPU to itself;
+        # it hands the device over idle and with its cached memory returned.
+        with steps_alone() as held:
+            try:
+                yield
+            finally:
+                if held and self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+                    torch.cuda.empty_cache()
 
     def _wall(self) -> float:
         return self.wall_before + time.perf_counter() - self.started

@@ -247,8 +247,8 @@ with open(run + "/data.json", "w") as f:
     json.dump({"status": "ready"}, f)
 smk = SimpleNamespace(
     input=Files(data=run + "/data.json"), output=Files(metrics=run + "/metrics.json", model=run + "/model.pt"),
-    params=SimpleNamespace(settings=settings, backend="fake", gpus=gpus, jobs_per_gpu=1, steps_alone=False), log=[run + ".log"],
-    threads=1,
+    params=SimpleNamespace(settings=settings, backend="fake", gpus=gpus, jobs_per_gpu=1, steps_alone=False),
+    log=[run + ".log"], threads=1,
 )
 sys.executable = python
 runpy.run_path("workflow/scripts/train.py", init_globals={"snakemake": smk}, run_name="__main__")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session on a lent machine (no network): build hot-kernels for the local GPU, run its GPU tests,
 # then `hot bench`. Everything worth keeping goes to $OUT (default ./gpu-out). Usage:
-#   bash kernels/bench/gpu_session.sh [build] [test] [bench SECTIONS] [variants] [sm90gemm]
+#   bash kernels/bench/gpu_session.sh [build] [test] [bench SECTIONS] [variants] [sm90gemm] [workflow PRESET SECONDS]
 # Wheels the machine lacks (torchao) are taken from .whl/ when present. On a compute capability 9.0 GPU the
 # build includes the opt-in sm_90a INT8 GEMM (HOT_KERNELS_SM90A=1) unless HOT_KERNELS_SM90A=0 is set.
 set -euo pipefail
@@ -47,6 +47,21 @@ while [ $# -gt 0 ]; do
     sm90gemm)
       "$PY" -m hot.cli bench --sections sm90_gemm --out "$OUT/sm90_gemm.json" 2>&1 | tee "$OUT/sm90_gemm.log" | tail -40 \
         || echo "sm90gemm failed (the session goes on)"
+      ;;
+    workflow)
+      # One piece of a preset's run, resumable: Snakemake is stopped after SECONDS (a lent machine's calls last at
+      # most 10 minutes) and the next piece on the same machine goes on where it stopped (killed runs resume from
+      # their checkpoints). The piece's log and the preset's small outputs (no .pt) go to $OUT.
+      preset=$2 seconds=$3
+      shift 2
+      "$PY" -m pip install --quiet --no-index --no-deps --no-build-isolation -e . >/dev/null 2>&1 \
+        || { echo "pip install -e . failed" >&2; exit 1; }
+      snakemake --unlock --config preset="$preset" >/dev/null 2>&1 || true
+      start=$(date +%s)
+      timeout "$seconds" snakemake --cores "${CORES:-16}" --config preset="$preset" --keep-going --rerun-incomplete \
+        ${SNAKEMAKE_ARGS:-} >"$OUT/snakemake-$preset-$start.log" 2>&1 || echo "snakemake stopped: exit $?"
+      echo "workflow $preset: $(( $(date +%s) - start )) s; $(grep -E 'steps \(' "$OUT/snakemake-$preset-$start.log" | tail -1)"
+      tar czf "$OUT/results-$preset.tgz" --exclude='*.pt' "results/$preset" "paper_tables/$preset" .snakemake/log 2>/dev/null || true
       ;;
     *) echo "unknown step $1" >&2; exit 2 ;;
   esac

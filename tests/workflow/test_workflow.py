@@ -527,3 +527,26 @@ def test_training_runs_share_the_gpu_where_the_preset_says_so(tmp_path: Path) ->
     assert "hot slots --gpus 1 --jobs-per-gpu 1 --job latency" in text
     full = _job_blocks(_dry_run(tmp_path, "--", f"{tmp_path}/tables/table2.md"), "resources")
     assert all("gpu=1," in line and "gpu_shared=0," in line for line in full["train"])
+
+
+def test_runs_are_prioritised_longest_first() -> None:
+    runs = plan(_config("gpu")).runs
+    cost = {key: run.relative_cost for key, run in runs.items()}
+    # 8 epochs of 60k images at batch 128 = 3752 steps; a quantised backward 3x, a ResNet 2x
+    assert cost["pretrain/fmnist-vit_tiny_fmnist-fp-s0"] == 8 * 469
+    assert cost["pretrain/fmnist-resnet_tiny_fmnist-hot-s0"] == 8 * 469 * 6
+    assert cost["ablations/fmnist-vit_tiny_fmnist-hot-r4-s1"] == 8 * 469 * 3
+    # fine-tuning on classes 5-9: 30k images, 4 epochs
+    assert cost["finetune/fmnist_5_9-vit_tiny_fmnist-fp-s1"] == 4 * 235
+    assert max(cost, key=cost.__getitem__).startswith("pretrain/fmnist-resnet_tiny_fmnist-")
+    capped = plan(_config("smoke")).runs  # max_train_batches caps the steps
+    fp = [run for run in capped.values() if run.settings["method"] == "fp"]
+    assert fp and all(run.relative_cost == 6 * (2 if "resnet" in run.settings["model"] else 1) for run in fp)
+
+
+def test_gpu_checks_first_put_the_kernel_tests_and_latency_before_every_run(tmp_path: Path) -> None:
+    first = _job_blocks(_dry_run(tmp_path, "preset=gpu"))["train"]
+    assert first and all("kernels/tests.json" in line and "latency/latency.json" in line for line in first)
+    plain = _job_blocks(_dry_run(tmp_path, "preset=gpu", "gpu_checks_first=False"))["train"]
+    waiting = [line for line in plain if "kernels/tests.json" in line]
+    assert 0 < len(waiting) < len(plain) and not any("latency/latency.json" in line for line in plain)

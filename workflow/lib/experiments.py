@@ -14,6 +14,8 @@ from typing import Any
 from hot.config import HOTConfig
 from hot.lora import LORA_TABLE3
 from hot.train.config import HOT_METHODS, TrainConfig
+from hot.train.data import SHAPES
+from hot.train.recipes import recipe_values
 
 STAGES = ("pretrain", "finetune", "ablations")
 HOT_DEFAULTS = HOTConfig().to_dict()
@@ -38,6 +40,21 @@ class Run:
     def uses_kernels(self) -> bool:
         """Runs, or may run, on the hot-kernels extension: it waits for the kernel tests."""
         return self.backend in ("real", "auto")
+
+    @property
+    def relative_cost(self) -> int:
+        """A rough size of the run, for the scheduler's priority (the longest runs start first, so none of them is
+        left alone at the end): its training steps, times 3 for a backward other than FP's (quantised, projected or
+        both) and times 2 for a ResNet's convolutions. Only the order matters."""
+        values = {**recipe_values(self.settings.get("recipe", TrainConfig.recipe)), **self.settings}
+        shape = SHAPES.get(self.dataset, SHAPES["synthetic"])
+        classes = values.get("classes")
+        samples = shape.train * len(classes) // shape.classes if classes else shape.train
+        samples = min(samples, values.get("train_subset") or samples)
+        batches = -(-samples // values.get("batch_size", TrainConfig.batch_size))
+        batches = min(batches, values.get("max_train_batches") or batches)
+        weight = (1 if values.get("method") in ("fp", "lora") else 3) * (2 if "resnet" in values["model"] else 1)
+        return values.get("epochs", TrainConfig.epochs) * batches * weight
 
     @property
     def synthetic(self) -> bool:

@@ -72,14 +72,18 @@ def run_keys():
 
 
 def train_inputs(wildcards):
-    """What a run needs: its dataset's status, the run it starts from, and (backend real or auto) the kernel tests."""
+    """What a run needs: its dataset's status, the run it starts from, and (backend real or auto) the kernel tests;
+    with ``gpu_checks_first``, every run also waits for the kernel tests and the latency measurement (an exclusive
+    GPU job that started after shared runs would stop new ones from starting until those ended)."""
     run = PLAN.runs[wildcards.run]
     found = {"data": f"{R}/data/{run.dataset}.json"}
     if run.init_run:
         found["init"] = f"{R}/{run.init_run}/model.pt"
         found["init_metrics"] = f"{R}/{run.init_run}/metrics.json"
-    if run.uses_kernels:
+    if run.uses_kernels or config["gpu_checks_first"]:
         found["kernel_tests"] = f"{R}/kernels/tests.json"
+    if config["gpu_checks_first"]:
+        found["latency"] = f"{R}/latency/latency.json"
     return found
 
 

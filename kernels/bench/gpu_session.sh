@@ -62,6 +62,10 @@ while [ $# -gt 0 ]; do
         ${SNAKEMAKE_ARGS:-} >"$OUT/snakemake-$preset-$start.log" 2>&1 || echo "snakemake stopped: exit $?"
       echo "workflow $preset: $(( $(date +%s) - start )) s; $(grep -E 'steps \(' "$OUT/snakemake-$preset-$start.log" | tail -1)"
       tar czf "$OUT/results-$preset.tgz" --exclude='*.pt' "results/$preset" "paper_tables/$preset" .snakemake/log 2>/dev/null || true
+      if [ -f "paper_tables/$preset/summary.md" ]; then  # finished: the reference folder, job times and wall time
+        "$PY" -m hot.bench.reference_run "results/$preset" "paper_tables/$preset" "$OUT/reference-$preset" \
+          --logs .snakemake/log/*.snakemake.log | tail -20
+      fi
       ;;
     *) echo "unknown step $1" >&2; exit 2 ;;
   esac

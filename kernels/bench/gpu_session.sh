@@ -64,7 +64,7 @@ while [ $# -gt 0 ]; do
       tar czf "$OUT/results-$preset.tgz" --exclude='*.pt' "results/$preset" "paper_tables/$preset" .snakemake/log 2>/dev/null || true
       if [ -f "paper_tables/$preset/summary.md" ]; then  # finished: the reference folder, job times and wall time
         "$PY" -m hot.bench.reference_run "results/$preset" "paper_tables/$preset" "$OUT/reference-$preset" \
-          --logs .snakemake/log/*.snakemake.log | tail -20
+          --logs $(grep -l "results/$preset/" .snakemake/log/*.snakemake.log) | tail -20
       fi
       ;;
     *) echo "unknown step $1" >&2; exit 2 ;;

@@ -142,3 +142,36 @@ def test_unfold_and_fold_equal_im2col_and_col2im(kernel, stride, padding, size) 
         conv.stride,
     )
     assert torch.equal(fold_grad_input(g_cols, conv, list(x.shape)), folded)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("method", ["fp", "hot", "hot_abc_lqs", "luq", "lbp_wht"])
+@pytest.mark.parametrize("frozen", [False, True], ids=["trained", "frozen_weights"])
+def test_eager_calls_skip_the_op_dispatch_with_the_ops_results(model, method, frozen, monkeypatch):
+    """Eager calls run the ops' functions without their dispatch: gradients and saved state bit for bit the ops'."""
+    direct, x = converted(model, method)
+    through_ops = copy.deepcopy(direct)
+    for net in (direct, through_ops):
+        for layer in [layer for _, layer in hot.hot_layers(net)][:1] if frozen else []:
+            layer.weight.requires_grad_(False)
+
+    def grads(net: nn.Module) -> list[torch.Tensor]:
+        inp = x.clone().requires_grad_(True)
+        for _ in range(2):  # two steps: the hash step advances the same way
+            net.zero_grad()
+            inp.grad = None
+            F.cross_entropy(net(inp), torch.arange(x.shape[0]) % 10).backward()
+        return [inp.grad, *(p.grad for p in net.parameters() if p.requires_grad)]
+
+    calls = []
+    real_op = hot.functional.layer_forward
+    monkeypatch.setattr(hot.functional, "layer_forward", lambda *a: calls.append(1) or real_op(*a))
+    expected_direct = grads(direct)
+    assert calls == []  # eager: no op call
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    expected_ops = grads(through_ops)
+    assert len(calls) == 2 * len(list(hot.hot_layers(through_ops)))
+    for a, b in zip(expected_direct, expected_ops, strict=True):
+        assert torch.equal(a, b)
+    steps = [[layer.hot_state.step for _, layer in hot.hot_layers(net)] for net in (direct, through_ops)]
+    assert steps[0] == steps[1]

@@ -263,6 +263,19 @@ def layer_backward(
     needs: list[bool],
 ) -> list[torch.Tensor]:
     """[g_x, g_w, g_b] of one layer, an empty tensor for each one ``needs`` does not ask for."""
+    return _backward_outputs(g_y, weight, saved, step, handle, x_shape, x_dtype, needs)
+
+
+def _backward_outputs(
+    g_y: torch.Tensor,
+    weight: torch.Tensor,
+    saved: list[torch.Tensor],
+    step: torch.Tensor,
+    handle: int,
+    x_shape: list[int],
+    x_dtype: torch.dtype,
+    needs: list[bool],
+) -> list[torch.Tensor]:
     layer = _layer(handle)
     _check_not_capturing(g_y)
     conv = _is_conv(layer)
@@ -308,8 +321,31 @@ def _layer_backward_fake(
     return [g_x, g_w, g_b]
 
 
+class _EagerLayer(torch.autograd.Function):
+    """``hot::layer_forward`` and its backward without the custom ops' dispatch (argument flattening, defaults,
+    redispatch: about half of a small layer's host time), for eager calls: the same functions on the same arguments,
+    so the results are the ops' bit for bit. Compiled graphs and meta tensors take the ops."""
+
+    @staticmethod
+    def forward(ctx: Any, *inputs: Any) -> tuple[torch.Tensor, ...]:
+        output = _forward_outputs(*inputs, tracing=False)
+        _setup_forward(ctx, inputs, output)
+        ctx.mark_non_differentiable(*output[1:])
+        return tuple(output)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple:
+        weight, step, *saved = ctx.saved_tensors
+        needs = [bool(n) for n in ctx.needs_input_grad[:3]]
+        g_x, g_w, g_b = _backward_outputs(
+            grads[0], weight, saved, step, ctx.handle, list(ctx.x_shape), ctx.x_dtype, needs
+        )
+        return g_x if needs[0] else None, g_w if needs[1] else None, g_b if needs[2] else None, None, None, None
+
+
 def hot_layer_forward(layer: HOTLayer, x: torch.Tensor) -> torch.Tensor:
-    """The layer's output through ``hot::layer_forward`` (its backward is HOT's)."""
+    """The layer's output through ``hot::layer_forward`` (its backward is HOT's); eagerly, through the same
+    functions without the op dispatch (:class:`_EagerLayer`)."""
     device = x.device.type
     autocast = device in _AUTOCAST_DEVICES and torch.is_autocast_enabled(device)
     dtype = torch.get_autocast_dtype(device) if autocast else None
@@ -322,4 +358,7 @@ def hot_layer_forward(layer: HOTLayer, x: torch.Tensor) -> torch.Tensor:
         save = "codes"
     else:
         save = "input"
-    return layer_forward(x, layer.weight, layer.bias, layer.hot_handle, dtype, save)[0]
+    args = (x, layer.weight, layer.bias, layer.hot_handle, dtype, save)
+    if torch.compiler.is_compiling() or x.device.type == "meta":
+        return layer_forward(*args)[0]
+    return _EagerLayer.apply(*args)[0]

@@ -251,21 +251,6 @@ def _grad_output_2d(layer: HOTLayer, g_y: torch.Tensor) -> torch.Tensor:
     return g_y.permute(0, 2, 3, 1).reshape(-1, g_y.shape[1]) if _is_conv(layer) else g_y.reshape(-1, g_y.shape[-1])
 
 
-@torch.library.custom_op("hot::layer_backward", mutates_args=())
-def layer_backward(
-    g_y: torch.Tensor,
-    weight: torch.Tensor,
-    saved: list[torch.Tensor],
-    step: torch.Tensor,
-    handle: int,
-    x_shape: list[int],
-    x_dtype: torch.dtype,
-    needs: list[bool],
-) -> list[torch.Tensor]:
-    """[g_x, g_w, g_b] of one layer, an empty tensor for each one ``needs`` does not ask for."""
-    return _backward_outputs(g_y, weight, saved, step, handle, x_shape, x_dtype, needs)
-
-
 def _backward_outputs(
     g_y: torch.Tensor,
     weight: torch.Tensor,
@@ -276,6 +261,7 @@ def _backward_outputs(
     x_dtype: torch.dtype,
     needs: list[bool],
 ) -> list[torch.Tensor]:
+    """[g_x, g_w, g_b] of one layer, an empty tensor for each one ``needs`` does not ask for."""
     layer = _layer(handle)
     _check_not_capturing(g_y)
     conv = _is_conv(layer)
@@ -301,6 +287,9 @@ def _backward_outputs(
     if needs[2]:
         g_b = g2d.sum(0, dtype=torch.float64 if g2d.dtype == torch.float64 else torch.float32).to(weight.dtype)
     return [g_x, g_w, g_b]
+
+
+layer_backward = torch.library.custom_op("hot::layer_backward", _backward_outputs, mutates_args=())
 
 
 @layer_backward.register_fake

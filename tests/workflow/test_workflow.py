@@ -522,7 +522,7 @@ def test_training_runs_share_the_gpu_where_the_preset_says_so(tmp_path: Path) ->
     text = _dry_run(tmp_path, "preset=gpu", "--printshellcmds")
     resources = _job_blocks(text, "resources")
     for line in resources["train"]:  # Snakemake's gpu limit is for jobs that need a GPU to themselves
-        assert "gpu=0," in line and "gpu_shared=1," in line and "gpu_mem_mb=8000," in line, line
+        assert "gpu=0," in line and "gpu_shared=1," in line and "gpu_mem_mb=4000," in line, line
     assert all("gpu=1," in line and "gpu_shared=0," in line for line in resources["latency"])
     assert "hot slots --gpus 1 --jobs-per-gpu 1 --job latency" in text
     full = _job_blocks(_dry_run(tmp_path, "--", f"{tmp_path}/tables/table2.md"), "resources")

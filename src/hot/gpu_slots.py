@@ -204,6 +204,11 @@ def slot_environment(
     return env, fds
 
 
+def steps_alone_requested(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether this job's computing takes its GPU's steps lock (:func:`steps_alone`)."""
+    return bool(env.get(STEPS_LOCK_VARIABLE))
+
+
 @contextlib.contextmanager
 def steps_alone(env: Mapping[str, str] = os.environ) -> Iterator[bool]:
     """Hold ``$HOT_GPU_STEPS_LOCK`` exclusively for the block (yields True), waiting while another job holds it;

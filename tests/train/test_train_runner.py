@@ -367,3 +367,23 @@ def test_a_second_run_into_the_same_out_fails_at_once(tmp_path, tiny, capsys):
     assert not (out / "metrics.json").exists()
     tiny["epochs"] = 1
     assert _cli_train(tmp_path, tiny) == 0  # released: the next run goes ahead
+
+
+def test_a_run_sharing_its_gpu_computes_under_the_steps_lock_with_the_same_results(tiny, tmp_path, monkeypatch):
+    # Synthetic data draws no augmentation, so making the capped epoch's batches first changes nothing
+    tiny.update(train_subset=64, batch_size=16, max_train_batches=2)
+    alone = train(TrainConfig(**tiny), tmp_path / "alone")
+    held = []
+    real = loop_module.steps_alone
+
+    def recording():
+        held.append(os.environ.get("HOT_GPU_STEPS_LOCK"))
+        return real()
+
+    monkeypatch.setenv("HOT_GPU_STEPS_LOCK", str(tmp_path / "gpu0.steps.lock"))
+    monkeypatch.setattr(loop_module, "steps_alone", recording)
+    shared = train(TrainConfig(**tiny), tmp_path / "shared")
+    assert held == [str(tmp_path / "gpu0.steps.lock")] * tiny["epochs"]  # once an epoch
+    assert (tmp_path / "gpu0.steps.lock").exists()
+    for key in ("train_loss", "test_loss", "top1"):
+        assert [e[key] for e in shared["epochs"]] == [e[key] for e in alone["epochs"]]

@@ -40,7 +40,7 @@ from tqdm import tqdm
 
 from .. import lqs
 from ..convert import hot_layers, set_config, state_dict_for_plain
-from ..gpu_slots import steps_alone
+from ..gpu_slots import steps_alone, steps_alone_requested
 from ..results import environment, remove_stale_temporaries, write_atomic, write_json_atomic
 from .config import TrainConfig
 from .data import BatchLoader, build_datasets, dataset_info
@@ -325,8 +325,7 @@ class _Run:
         self.started = time.perf_counter()
         with self.stop.caught():
             for epoch in range(self.start_epoch, self.config.epochs):
-                with self._gpu_alone():
-                    record = self._epoch(epoch)
+                record = self._epoch(epoch)
                 self.history.append(record)
                 if self.place.main:
                     print(
@@ -380,27 +379,33 @@ class _Run:
             with rng_kept():
                 for _ in itertools.islice(batches, so_far.batches):
                     pass
-        self.model.train()
-        loss_sum, count = so_far.loss_sum, so_far.count
-        steps: list[float] = []  # each training step's time, its data loading not included
-        progress = Progress(self.progress, epoch, c.epochs, self.batches, so_far.batches)
-        with contextlib.closing(progress):
-            # zip asks the range first: no batch past the epoch's last is loaded (it would draw augmentation RNG)
-            for step, (x, y) in zip(range(so_far.batches, self.batches), batches, strict=False):
-                calibrating = self._needs_lqs() and epoch == 0 and step == 0
-                started = time.perf_counter()
-                with lqs.calibrate(self.net) if calibrating else contextlib.nullcontext():
-                    loss = self._step(x, y, epoch, step, epoch * self.batches + step)
-                steps.append(time.perf_counter() - started)  # _step waits for the device (loss.item())
-                if calibrating:
-                    self._share_lqs()
-                loss_sum, count = loss_sum + loss * len(y), count + len(y)
-                progress.update(step + 1, loss_sum / count)
-                self._stop_if_asked(epoch, EpochSoFar(step + 1, loss_sum, count, time.perf_counter() - t0))
-        loss_sum, count = self.place.sum([loss_sum, count], self.device)
-        lr = self.optimizer.param_groups[0]["lr"]
-        self.scheduler.step()
-        test_loss, top1 = self._evaluate()
+        if steps_alone_requested() and self.batches < self.per_epoch:
+            # A capped epoch's batches are made before the GPU is taken, so that the other runs sharing it do not
+            # wait for this one's data. Their augmentation draws then precede the steps' random draws: such a run
+            # repeats itself, but not bit for bit the same run made unshared.
+            batches = iter(list(itertools.islice(batches, self.batches - so_far.batches)))
+        with self._gpu_alone():
+            self.model.train()
+            loss_sum, count = so_far.loss_sum, so_far.count
+            steps: list[float] = []  # each training step's time, its data loading not included
+            progress = Progress(self.progress, epoch, c.epochs, self.batches, so_far.batches)
+            with contextlib.closing(progress):
+                # zip asks the range first: no batch past the epoch's last is loaded (it would draw augmentation RNG)
+                for step, (x, y) in zip(range(so_far.batches, self.batches), batches, strict=False):
+                    calibrating = self._needs_lqs() and epoch == 0 and step == 0
+                    started = time.perf_counter()
+                    with lqs.calibrate(self.net) if calibrating else contextlib.nullcontext():
+                        loss = self._step(x, y, epoch, step, epoch * self.batches + step)
+                    steps.append(time.perf_counter() - started)  # _step waits for the device (loss.item())
+                    if calibrating:
+                        self._share_lqs()
+                    loss_sum, count = loss_sum + loss * len(y), count + len(y)
+                    progress.update(step + 1, loss_sum / count)
+                    self._stop_if_asked(epoch, EpochSoFar(step + 1, loss_sum, count, time.perf_counter() - t0))
+            loss_sum, count = self.place.sum([loss_sum, count], self.device)
+            lr = self.optimizer.param_groups[0]["lr"]
+            self.scheduler.step()
+            test_loss, top1 = self._evaluate()
         return {
             "epoch": epoch + 1,
             "train_loss": loss_sum / count,

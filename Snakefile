@@ -83,11 +83,6 @@ onstart:
 BENCH_OUTPUTS = [f"{R}/bench/latency.json", f"{R}/bench/end_to_end.json"]
 
 
-rule bench:
-    input:
-        BENCH_OUTPUTS,
-
-
 rule all:
     default_target: True
     input:

@@ -56,3 +56,5 @@ def test_an_unfinished_run_is_refused_by_name(tmp_path, capsys):
     assert reference_run.main([str(results), str(tables), str(tmp_path / "out")]) == 2
     assert "summary.md is missing: the run is not finished" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+    assert reference_run.main([str(results), str(tables)]) == 2
+    assert capsys.readouterr().err.startswith("usage: python -m hot.bench.reference_run RESULTS_DIR")

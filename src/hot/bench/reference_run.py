@@ -12,7 +12,6 @@ summed. The reference folders' README names each folder's command and machine.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
@@ -26,6 +25,7 @@ from typing import Any
 
 from ..results import write_atomic, write_json_atomic
 
+USAGE = "usage: python -m hot.bench.reference_run RESULTS_DIR TABLES_DIR OUT_DIR [--logs SNAKEMAKE_LOG ...]"
 TRAIN_STAGES = ("pretrain", "finetune", "ablations")
 _STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$", re.M)
 
@@ -109,15 +109,14 @@ def collect(results: Path, tables: Path, out: Path, logs: Sequence[Path] = ()) -
     return summary
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hot.bench.reference_run", description=__doc__.split("\n")[0])
-    parser.add_argument("results", type=Path)
-    parser.add_argument("tables", type=Path)
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--logs", type=Path, nargs="*", default=[], help="the run's Snakemake logs")
-    args = parser.parse_args(argv)
+def main(argv: Sequence[str]) -> int:
+    logs_at = argv.index("--logs") if "--logs" in argv else len(argv)
+    paths, logs = [Path(a) for a in argv[:logs_at]], [Path(a) for a in argv[logs_at + 1 :]]
+    if len(paths) != 3:
+        print(USAGE, file=sys.stderr)
+        return 2
     try:
-        summary = collect(args.results, args.tables, args.out, args.logs)
+        summary = collect(*paths, logs)
     except FileNotFoundError as err:
         print(f"reference_run: {err}", file=sys.stderr)
         return 2
@@ -126,4 +125,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

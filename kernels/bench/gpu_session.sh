@@ -12,7 +12,7 @@ PY=${PYTHON:-python3}
 export PYTHONPATH="$PWD/src:$PWD/kernels${PYTHONPATH:+:$PYTHONPATH}"
 if compgen -G ".whl/*.whl" >/dev/null; then
   "$PY" -m pip install --quiet --no-deps --no-index --target "$PWD/.whl/site" .whl/*.whl 2>&1 | tail -2 || true
-  export PYTHONPATH="$PYTHONPATH:$PWD/.whl/site"
+  export PYTHONPATH="$PYTHONPATH:$PWD/.whl/site" PATH="$PWD/.whl/site/bin:$PATH"  # snakemake's command too
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
   | tee "$OUT/nvidia-smi.csv"

@@ -21,6 +21,7 @@ import contextlib
 import itertools
 import warnings
 import weakref
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import torch
@@ -237,11 +238,16 @@ def _setup_forward(ctx: Any, inputs: tuple, output: list[torch.Tensor]) -> None:
     ctx.save_for_backward(weight, step, *saved)
 
 
-def _backward(ctx: Any, grads: list[torch.Tensor]) -> tuple:
+def _input_gradients(ctx: Any, grads: Sequence[torch.Tensor], backward: Callable[..., list[torch.Tensor]]) -> tuple:
+    """The gradients of the forward's six inputs, from ``backward`` (the op, or the function it runs)."""
     weight, step, *saved = ctx.saved_tensors
     needs = [bool(n) for n in ctx.needs_input_grad[:3]]
-    g_x, g_w, g_b = layer_backward(grads[0], weight, saved, step, ctx.handle, list(ctx.x_shape), ctx.x_dtype, needs)
+    g_x, g_w, g_b = backward(grads[0], weight, saved, step, ctx.handle, list(ctx.x_shape), ctx.x_dtype, needs)
     return g_x if needs[0] else None, g_w if needs[1] else None, g_b if needs[2] else None, None, None, None
+
+
+def _backward(ctx: Any, grads: list[torch.Tensor]) -> tuple:
+    return _input_gradients(ctx, grads, layer_backward)
 
 
 layer_forward.register_autograd(_backward, setup_context=_setup_forward)
@@ -324,12 +330,7 @@ class _EagerLayer(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor) -> tuple:
-        weight, step, *saved = ctx.saved_tensors
-        needs = [bool(n) for n in ctx.needs_input_grad[:3]]
-        g_x, g_w, g_b = _backward_outputs(
-            grads[0], weight, saved, step, ctx.handle, list(ctx.x_shape), ctx.x_dtype, needs
-        )
-        return g_x if needs[0] else None, g_w if needs[1] else None, g_b if needs[2] else None, None, None, None
+        return _input_gradients(ctx, grads, _backward_outputs)
 
 
 def hot_layer_forward(layer: HOTLayer, x: torch.Tensor) -> torch.Tensor:

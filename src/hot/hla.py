@@ -180,7 +180,8 @@ def lp_l1_rows(rank: int) -> tuple[int, ...]:
 
 
 def hla_basis(rank: int, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> torch.Tensor:
-    """The explicit projection ``P`` (rank × 16), ±1 entries. Tests and documentation use it; the hot path does not."""
+    """The explicit projection ``P`` (rank × 16), ±1 entries. Tests, documentation and ``hot latency``'s LBP-WHT use
+    it; the training path does not."""
     return hadamard_matrix(HLA_BLOCK, dtype, device)[list(lp_l1_rows(rank))]
 
 

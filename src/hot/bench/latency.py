@@ -24,11 +24,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from ..config import HOTConfig
-from ..hadamard import hadamard_matrix
-from ..hla import block_rows, hla_windows
+from ..hla import gather_windows, hla_basis, hla_windows
 from ..methods import Keys, LayerState, LBPWHTMethod, layer_specs
 from .timing import time_us
 
@@ -82,12 +80,11 @@ def lbp_wht_backward(
     The estimate of :class:`hot.methods.LBPWHTMethod` (equal up to fp32 rounding), without its butterflies."""
     windows = hla_windows(tokens, "paper")
     block, count = windows.block, windows.windows
-    basis = hadamard_matrix(block, g_y.dtype, g_y.device)[list(block_rows(block, rank))]
-    samples, pad = g_y.shape[0] // tokens, count * block - tokens
+    basis = hla_basis(rank, g_y.dtype, g_y.device)
+    samples = g_y.shape[0] // tokens
 
     def project(t: torch.Tensor) -> torch.Tensor:  # (L, C) -> (samples · windows, rank, C)
-        strips = F.pad(t.reshape(samples, tokens, -1), (0, 0, 0, pad)).reshape(samples * count, block, -1)
-        return torch.matmul(basis, strips)
+        return torch.matmul(basis, gather_windows(t, windows).reshape(samples * count, block, -1))
 
     def run() -> tuple[torch.Tensor, torch.Tensor]:
         g_p = project(g_y)

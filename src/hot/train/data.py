@@ -11,6 +11,7 @@ training finds or fetches its data the same way when it runs alone.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -140,11 +141,16 @@ class Selected(Dataset):
 
     def get_batch(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         x, y = self.base.get_batch([self.indices[i] for i in indices])
-        if self.label_map is not None:
-            lookup = torch.full((max(self.label_map) + 1,), -1, dtype=torch.long)
-            lookup[list(self.label_map)] = torch.tensor(list(self.label_map.values()))
-            y = lookup[y]
-        return x, y
+        return x, (y if self._label_lookup is None else self._label_lookup[y])
+
+    @functools.cached_property
+    def _label_lookup(self) -> torch.Tensor | None:
+        """``label_map`` as a tensor indexed by the base dataset's label, made once."""
+        if self.label_map is None:
+            return None
+        lookup = torch.full((max(self.label_map) + 1,), -1, dtype=torch.long)
+        lookup[list(self.label_map)] = torch.tensor(list(self.label_map.values()))
+        return lookup
 
 
 class BatchLoader:

@@ -396,7 +396,7 @@ class _Run:
                     started = time.perf_counter()
                     with lqs.calibrate(self.net) if calibrating else contextlib.nullcontext():
                         loss = self._step(x, y, epoch, step, epoch * self.batches + step)
-                    steps.append(time.perf_counter() - started)  # _step waits for the device (loss.item())
+                    steps.append(time.perf_counter() - started)  # _step waits for the device (it reads the loss)
                     if calibrating:
                         self._share_lqs()
                     loss_sum, count = loss_sum + loss * len(y), count + len(y)

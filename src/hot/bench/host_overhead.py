@@ -1,0 +1,86 @@
+"""Host time of a small HOT layer: what the harness around the GEMMs costs, eager calls against the custom ops.
+
+    python -m hot.bench.host_overhead OUT.json [--device cpu|cuda]
+
+Ten 16×16 Linear layers on a (2, 16, 16) input, forward and backward, median of 5 rounds of 200 steps, per layer:
+plain ``nn.Linear``; HOT's harness with the exact method (``HOTConfig(method="fp")``: its cost is the harness's alone)
+called eagerly (:class:`hot.functional._EagerLayer`) and through the ``hot::layer_*`` custom ops (what compiled
+graphs run; forced here by reporting a compile in progress); the same two for method ``hot`` on the fake backend.
+``*_beyond_linear_us`` is the time above ``nn.Linear``'s: for ``fp`` the harness alone, for ``hot`` the quantisers
+too. One process, one machine, so the ratios compare like with like.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import torch
+from torch import nn
+
+from ..config import HOTConfig
+from ..convert import convert
+from ..results import environment, write_json_atomic
+
+LAYERS, ROUNDS, STEPS = 10, 5, 200
+
+
+def _per_layer_us(model: nn.Module, x: torch.Tensor, through_ops: bool) -> float:
+    patch = mock.patch.object(torch.compiler, "is_compiling", lambda: True) if through_ops else mock.MagicMock()
+    with patch:
+        for _ in range(10):
+            model(x).sum().backward()
+        rounds = []
+        for _ in range(ROUNDS):
+            if x.is_cuda:
+                torch.cuda.synchronize()
+            started = time.perf_counter()
+            for _ in range(STEPS):
+                model(x).sum().backward()
+            if x.is_cuda:
+                torch.cuda.synchronize()
+            rounds.append((time.perf_counter() - started) / STEPS / LAYERS * 1e6)
+    return statistics.median(rounds)
+
+
+def measure(device: str) -> dict[str, Any]:
+    torch.manual_seed(0)
+    x = torch.randn(2, 16, 16, device=device, requires_grad=True)
+
+    def model(config: HOTConfig | None) -> nn.Module:
+        net = nn.Sequential(*[nn.Linear(16, 16) for _ in range(LAYERS)]).to(device)
+        return net if config is None else convert(net, config)
+
+    results = {"nn_linear_us": _per_layer_us(model(None), x, False)}
+    for name, config in (("fp", HOTConfig(method="fp")), ("hot_fake", HOTConfig(method="hot", backend="fake"))):
+        results[f"{name}_eager_us"] = _per_layer_us(model(config), x, False)
+        results[f"{name}_ops_us"] = _per_layer_us(model(config), x, True)
+        linear = results["nn_linear_us"]
+        results[f"{name}_beyond_linear_eager_us"] = results[f"{name}_eager_us"] - linear
+        results[f"{name}_beyond_linear_ops_us"] = results[f"{name}_ops_us"] - linear
+    return results
+
+
+def main(argv: Sequence[str]) -> int:
+    device = argv[argv.index("--device") + 1] if "--device" in argv else "cpu"
+    paths = [a for i, a in enumerate(argv) if a != "--device" and (i == 0 or argv[i - 1] != "--device")]
+    if len(paths) != 1:
+        print("usage: python -m hot.bench.host_overhead OUT.json [--device cpu|cuda]", file=sys.stderr)
+        return 2
+    torch.set_num_threads(1)
+    results = measure(device)
+    for key, value in results.items():
+        print(f"{key:28s} {value:8.1f}")
+    what = __doc__.split("\n")[0]
+    payload = {"what": what, "device": device, "results": results, "environment": environment()}
+    write_json_atomic(Path(paths[0]), payload, sort_keys=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

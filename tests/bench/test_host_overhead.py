@@ -2,6 +2,8 @@
 
 import json
 
+import torch
+
 from hot import functional
 from hot.bench import host_overhead
 
@@ -13,7 +15,9 @@ def test_the_harness_is_timed_eagerly_and_through_the_ops(tmp_path, monkeypatch)
     op = functional.layer_forward
     monkeypatch.setattr(functional, "layer_forward", lambda *a: calls.append(1) or op(*a))
     out = tmp_path / "host.json"
+    threads = torch.get_num_threads()
     assert host_overhead.main([str(out)]) == 0
+    assert torch.get_num_threads() == threads  # measured on one thread, the process's setting left as it was
     results = json.loads(out.read_text())["results"]
     for name in ("fp", "hot_fake"):
         assert results[f"{name}_beyond_linear_eager_us"] == results[f"{name}_eager_us"] - results["nn_linear_us"]

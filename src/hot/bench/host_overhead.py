@@ -72,8 +72,12 @@ def main(argv: Sequence[str]) -> int:
     if len(paths) != 1:
         print("usage: python -m hot.bench.host_overhead OUT.json [--device cpu|cuda]", file=sys.stderr)
         return 2
-    torch.set_num_threads(1)
-    results = measure(device)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # host time of one thread; the caller's setting is given back
+    try:
+        results = measure(device)
+    finally:
+        torch.set_num_threads(threads)
     for key, value in results.items():
         print(f"{key:28s} {value:8.1f}")
     what = __doc__.split("\n")[0]

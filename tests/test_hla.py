@@ -8,6 +8,8 @@ from hot.hla import (
     hla_basis,
     hla_lowpass,
     hla_project,
+    hla_project_matmul,
+    hla_unproject,
     hla_windows,
     lp_l1_pairs,
     lp_l1_rows,
@@ -164,6 +166,39 @@ def test_official_blocking_keeps_lowest_sequency_rows():
     got = hla_project(x, hla_windows(tokens, "official"), 8)
     assert got.shape == (32, 3)
     torch.testing.assert_close(got, kept[changes[changes < 32].argsort()] @ x)
+
+
+BLOCKINGS_UNDER_TEST = [paper(197), paper(20), spatial(1, 7, 7), spatial(2, 5, 9), hla_windows(64, "official")]
+
+
+@pytest.mark.parametrize("windows", BLOCKINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("rank", [1, 4, 8, 16])
+def test_projection_as_gemm_is_the_butterfly_projection(windows, rank):
+    # integer-valued inputs: every sum of ±1 multiples is exact in float32, so the two orders agree bit for bit
+    t = torch.randint(-50, 50, (3 * windows.tokens, 6), generator=torch.Generator().manual_seed(rank)).float()
+    assert torch.equal(hla_project_matmul(t, windows, rank), hla_project(t, windows, rank))
+
+
+@pytest.mark.parametrize("windows", BLOCKINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("rank", [1, 8, 16])
+def test_unproject_is_the_transpose_scattered_back(windows, rank):
+    t = torch.randn(2 * windows.tokens, 5, dtype=torch.float64)
+    p = hla_project(t, windows, rank)
+    q = torch.randn_like(p)
+    # the adjoint of (project / block) on the grid, the inverse scale on prefix rows: <unproject(q), t> = <q, P t>/block
+    back = hla_unproject(q, windows, rank)
+    prefix_rows = 2 * windows.prefix
+    grid_q, prefix_q = q[: q.shape[0] - prefix_rows], q[q.shape[0] - prefix_rows :]
+    grid_p, prefix_p = p[: p.shape[0] - prefix_rows], p[p.shape[0] - prefix_rows :]
+    expected = (grid_q * grid_p).sum() / windows.block + (prefix_q * prefix_p).sum() / 16
+    torch.testing.assert_close((back * t).sum(), expected)
+    if rank == 16:  # every row kept: project then unproject is the identity
+        torch.testing.assert_close(hla_unproject(hla_project_matmul(t, windows, 16), windows, 16), t)
+
+
+def test_unproject_rejects_rows_that_are_not_whole_samples():
+    with pytest.raises(ValueError, match=r"projected rows, got shape \(7, 3\)"):
+        hla_unproject(torch.zeros(7, 3), paper(20), 8)
 
 
 def test_spatial_without_grid_reads_strips():

@@ -44,6 +44,28 @@ def test_lbp_wht_is_the_projection_along_tokens_on_both_gemms():
     torch.testing.assert_close(m.grad_weight(g, (x,), windows, keys), g.t() @ proj @ x, rtol=1e-4, atol=1e-4)
 
 
+def padded_projector(tokens: int, rank: int) -> torch.Tensor:
+    """(T, T): 1×16 strips of a sample zero-padded to whole strips, each projected onto the kept rows and back."""
+    strips = -(-tokens // 16)
+    p = hla_basis(rank, torch.float64)
+    full = torch.block_diag(*[p.t() @ p / 16] * strips)
+    return full[:tokens, :tokens]
+
+
+@pytest.mark.parametrize(("tokens", "samples", "rank"), [(197, 2, 8), (64, 3, 8), (50, 1, 4), (16, 4, 16)])
+def test_lbp_wht_at_padded_lengths_is_the_dense_projector(tokens, samples, rank):
+    g = torch.randn(tokens * samples, 48, dtype=torch.float64)
+    x = torch.randn(tokens * samples, 32, dtype=torch.float64)
+    w = torch.randn(48, 32, dtype=torch.float64)
+    m = create_method(HOTConfig(method="lbp_wht", hla_blocking="paper", hla_rank=rank))
+    proj = torch.block_diag(*[padded_projector(tokens, rank)] * samples)
+    windows, keys = hla_windows(tokens, "paper"), Keys(0, 0, 0)
+    torch.testing.assert_close(m.grad_input(g, w, windows, LayerState(0), keys), proj @ g @ w)
+    torch.testing.assert_close(m.grad_weight(g, (x,), windows, keys), g.t() @ proj @ x)
+    if rank == 16:  # every row kept: the exact backward
+        torch.testing.assert_close(m.grad_input(g, w, windows, LayerState(0), keys), g @ w)
+
+
 def test_lowpass_with_padding_and_full_rank():
     t = torch.randn(2 * 20, 5, dtype=torch.float64)
     torch.testing.assert_close(hla_lowpass(t, hla_windows(20, "paper"), 16), t)

@@ -179,10 +179,24 @@ def lp_l1_rows(rank: int) -> tuple[int, ...]:
     return tuple(4 * walsh[i] + walsh[j] for i, j in lp_l1_pairs()[:rank])
 
 
-def hla_basis(rank: int, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> torch.Tensor:
-    """The explicit projection ``P`` (rank × 16), ±1 entries. Tests, documentation and ``hot latency``'s LBP-WHT use
-    it; the training path does not."""
-    return hadamard_matrix(HLA_BLOCK, dtype, device)[list(lp_l1_rows(rank))]
+def hla_basis(
+    rank: int, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu", block: int = HLA_BLOCK
+) -> torch.Tensor:
+    """The explicit projection ``P`` (kept rows × ``block``), ±1 entries: the rows :func:`block_rows` keeps."""
+    return hadamard_matrix(block, dtype, device)[list(block_rows(block, rank))]
+
+
+@functools.cache
+def _rows_on(block: int, rank: int, device: str) -> torch.Tensor:
+    """:func:`block_rows` as an index tensor made once per device (indexing with a list copies it to the device,
+    and that copy waits for the device, on every call)."""
+    return torch.tensor(block_rows(block, rank), device=device)
+
+
+@functools.cache
+def _basis_on(block: int, rank: int, dtype: torch.dtype, device: str) -> torch.Tensor:
+    """:func:`hla_basis` made once per device (the float methods use it on every layer's backward)."""
+    return hla_basis(rank, dtype, device, block)
 
 
 def official_block(tokens: int) -> int:
@@ -229,23 +243,48 @@ def hla_project(t: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor
     ``g_yᵀ x`` and is exact on the prefix tokens.
     """
     samples, channels = _check_length(t, windows)
-    rows = list(block_rows(windows.block, rank))
-    x = block_hadamard(gather_windows(t, windows), windows.block, dim=2)[:, :, rows].reshape(-1, channels)
+    rows = _rows_on(windows.block, rank, str(t.device))
+    x = block_hadamard(gather_windows(t, windows), windows.block, dim=2).index_select(2, rows).reshape(-1, channels)
     if not windows.prefix:
         return x
     prefix = t.reshape(samples, windows.tokens, channels)[:, : windows.prefix] * PREFIX_SCALE
     return torch.cat([x, prefix.reshape(-1, channels)])
 
 
+def hla_project_matmul(t: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
+    """:func:`hla_project` as one batched GEMM with ``P`` (:func:`hla_basis`): the same rows in the same order, equal
+    up to float rounding. The floating-point methods (LBP-WHT, the HLA filter) use it; HOT's quantised path keeps
+    :func:`hla_project`, whose butterfly order the kernels reproduce bit for bit."""
+    samples, channels = _check_length(t, windows)
+    basis = _basis_on(windows.block, rank, t.dtype, str(t.device))
+    coeffs = torch.matmul(basis, gather_windows(t, windows).reshape(samples * windows.windows, windows.block, channels))
+    if not windows.prefix:
+        return coeffs.reshape(-1, channels)
+    prefix = t.reshape(samples, windows.tokens, channels)[:, : windows.prefix] * PREFIX_SCALE
+    return torch.cat([coeffs.reshape(-1, channels), prefix.reshape(-1, channels)])
+
+
+def hla_unproject(p: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
+    """``Pᵀ p / block`` back at each window's positions, for rows laid out as :func:`hla_project`'s (prefix rows
+    divided by :data:`PREFIX_SCALE`): ``hla_unproject(hla_project(t) @ W)`` is ``hla_lowpass(t) @ W`` with the GEMM
+    on the projected rows only."""
+    rows = windows.rows_per_sample(rank)
+    if p.dim() != 2 or p.shape[0] % rows:
+        raise ValueError(f"expected (samples x {rows}, C) projected rows, got shape {tuple(p.shape)}")
+    kept = len(block_rows(windows.block, rank))
+    per_sample = windows.windows * kept
+    samples, channels = p.shape[0] // rows, p.shape[1]
+    basis = _basis_on(windows.block, rank, p.dtype, str(p.device))
+    coeffs = p[: samples * per_sample].reshape(samples * windows.windows, kept, channels)
+    back = torch.matmul(basis.t(), coeffs).reshape(samples, windows.windows * windows.block, channels) / windows.block
+    out = p.new_empty(samples, windows.tokens, channels)
+    if windows.prefix:
+        out[:, : windows.prefix] = p[samples * per_sample :].reshape(samples, windows.prefix, channels) / PREFIX_SCALE
+    _, slots, positions = windows.device_maps(p.device)
+    out[:, positions] = back[:, slots]
+    return out.reshape(-1, channels)
+
+
 def hla_lowpass(t: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
     """``Pᵀ P t / block`` on each window (the orthogonal projection onto the kept rows), prefix tokens as they are."""
-    samples, channels = _check_length(t, windows)
-    rows = list(block_rows(windows.block, rank))
-    coeffs = block_hadamard(gather_windows(t, windows), windows.block, dim=2)
-    kept = torch.zeros_like(coeffs)
-    kept[:, :, rows] = coeffs[:, :, rows]
-    back = block_hadamard(kept, windows.block, dim=2) / windows.block
-    out = t.reshape(samples, windows.tokens, channels).clone()
-    _, slots, positions = windows.device_maps(t.device)
-    out[:, positions] = back.reshape(samples, -1, channels)[:, slots]
-    return out.reshape(-1, channels)
+    return hla_unproject(hla_project_matmul(t, windows, rank), windows, rank)

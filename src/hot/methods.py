@@ -16,7 +16,7 @@ from . import rounding
 from .backends import Backend, HLASpec, HQSpec, create_backend
 from .config import HOTConfig
 from .hadamard import block_hadamard, largest_block
-from .hla import HLA_BLOCK, HLAWindows, hla_lowpass, hla_project, projected_rows
+from .hla import HLA_BLOCK, HLAWindows, hla_project_matmul, hla_unproject, projected_rows
 from .quant import fake_quantize, quantize, quantize_luq, sawb_scale
 from .rounding import Stream
 
@@ -259,8 +259,8 @@ class LUQMethod(Method):
 
 def hla_grad_weight(g_y: torch.Tensor, x: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
     """``(P g_y)ᵀ (P x) / block`` in floating point: HLA on the g_w path without quantisation."""
-    g = hla_project(g_y.float(), windows, rank)
-    return g.t() @ hla_project(x.float(), windows, rank) / windows.block
+    g = hla_project_matmul(at_least_fp32(g_y), windows, rank)
+    return g.t() @ hla_project_matmul(at_least_fp32(x), windows, rank) / windows.block
 
 
 class LBPWHTMethod(Method):
@@ -271,8 +271,10 @@ class LBPWHTMethod(Method):
     def grad_input(
         self, g_y: torch.Tensor, weight: torch.Tensor, windows: HLAWindows, state: LayerState, keys: Keys
     ) -> torch.Tensor:
-        c = self.config
-        return hla_lowpass(at_least_fp32(g_y), windows, c.hla_rank) @ weight.float()
+        # Pᵀ ((P g_y) W) / block: the GEMM on the kept rows only, as an implementation of LBP-WHT runs it
+        rank = self.config.hla_rank
+        projected = hla_project_matmul(at_least_fp32(g_y), windows, rank)
+        return hla_unproject(projected @ at_least_fp32(weight), windows, rank)
 
     def grad_weight(self, g_y: torch.Tensor, saved: Saved, windows: HLAWindows, keys: Keys) -> torch.Tensor:
         return hla_grad_weight(g_y, saved[0], windows, self.config.hla_rank)

@@ -4,10 +4,9 @@ For each layer of the authors' latency figure (``paper_values()["latency_figure"
 per sample) at the paper's L and at L × 128, one backward's two gradient GEMMs are timed:
 
 - ``fp32``, ``tf32``, ``bf16``: cuBLAS ``g_x = g_y W`` and ``g_w = g_yᵀ x`` in that precision;
-- ``lbp_wht``: LBP-WHT (rank 8 of 16 along L on both GEMMs) in fp32 as a fast implementation would run it: the
-  projection onto the kept Walsh-Hadamard rows one batched GEMM with the (8, 16) basis, both gradient GEMMs on the
-  projected rows (:func:`lbp_wht_backward`); ``lbp_wht_reference``: the same estimate through the method's reference
-  ops (butterflies, a gather and a scatter), the training code's;
+- ``lbp_wht``: LBP-WHT (rank 8 of 16 along L on both GEMMs) in fp32, the training code's
+  (:class:`hot.methods.LBPWHTMethod`): the projection onto the kept Walsh-Hadamard rows one batched GEMM with the
+  (8, 16) basis, both gradient GEMMs on the projected rows;
 - ``hot``: the real backend (hot-kernels) from fp32 g_y, x, W: Q4(HT(g_y)) per token, Q4(HT(W)) SAWB,
   the g_x GEMM and dequantisation, Q8(P g_y), Q8(P x), the g_w GEMM and dequantisation; ``hot_bf16``
   the same from bf16 tensors; ``hot.<stage>`` each stage alone.
@@ -26,7 +25,7 @@ from typing import Any
 import torch
 
 from ..config import HOTConfig
-from ..hla import gather_windows, hla_basis, hla_windows
+from ..hla import hla_windows
 from ..methods import Keys, LayerState, LBPWHTMethod, layer_specs
 from .timing import time_us
 
@@ -72,30 +71,6 @@ def _hot(backend: Any, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, toke
     }
 
 
-def lbp_wht_backward(
-    g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, tokens: int, rank: int = 8
-) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
-    """LBP-WHT's g_x and g_w for samples of ``tokens`` positions in 1×16 strips, the projection P (the kept rows of
-    H_16) a batched GEMM: g_w = (P g_y)ᵀ (P x) / 16 and g_x = Pᵀ ((P g_y) W) / 16, both GEMMs on rank/16 of the rows.
-    The estimate of :class:`hot.methods.LBPWHTMethod` (equal up to fp32 rounding), without its butterflies."""
-    windows = hla_windows(tokens, "paper")
-    block, count = windows.block, windows.windows
-    basis = hla_basis(rank, g_y.dtype, g_y.device)
-    samples = g_y.shape[0] // tokens
-
-    def project(t: torch.Tensor) -> torch.Tensor:  # (L, C) -> (samples · windows, rank, C)
-        return torch.matmul(basis, gather_windows(t, windows).reshape(samples * count, block, -1))
-
-    def run() -> tuple[torch.Tensor, torch.Tensor]:
-        g_p = project(g_y)
-        g_w = g_p.reshape(-1, g_y.shape[1]).t() @ project(x).reshape(-1, x.shape[1]) / block
-        back = torch.matmul(basis.t(), (g_p.reshape(-1, g_y.shape[1]) @ w).reshape(samples * count, -1, w.shape[1]))
-        g_x = back.reshape(samples, count * block, -1)[:, :tokens].reshape(-1, w.shape[1]) / block
-        return g_x, g_w
-
-    return run
-
-
 def measure_layer(
     row: dict[str, Any], scale: int, backend: Any, reps: int, warmup: int, stages: bool = True
 ) -> dict[str, Any]:
@@ -120,10 +95,8 @@ def measure_layer(
         record("fp32", _cublas(g_y, w, x))
         lbp = LBPWHTMethod(HOTConfig(method="lbp_wht", hla_blocking="paper"))
         state, windows = LayerState(index=0), hla_windows(tokens, "paper")
-        record("lbp_wht", lbp_wht_backward(g_y, w, x, tokens))
         record(
-            "lbp_wht_reference",
-            lambda: (lbp.grad_input(g_y, w, windows, state, None), lbp.grad_weight(g_y, (x,), windows, None)),
+            "lbp_wht", lambda: (lbp.grad_input(g_y, w, windows, state, None), lbp.grad_weight(g_y, (x,), windows, None))
         )
         torch.backends.cuda.matmul.allow_tf32 = True
         record("tf32", _cublas(g_y, w, x))

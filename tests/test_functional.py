@@ -9,6 +9,7 @@ import torch
 import torch._dynamo as dynamo
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import hot
 from hot.config import preset
@@ -120,28 +121,92 @@ def test_layer_forward_op_passes_opcheck():
 
 @pytest.mark.parametrize(
     ("kernel", "stride", "padding", "size"),
-    [(4, 4, 0, (28, 28)), (16, 16, 0, (32, 48)), ((2, 3), (2, 3), 0, (7, 10)), (3, 1, 1, (9, 9)), (3, 2, 0, (9, 11))],
+    [
+        (4, 4, 0, (28, 28)),
+        (16, 16, 0, (32, 48)),
+        (16, 16, 0, (40, 35)),
+        ((2, 3), (2, 3), 0, (7, 10)),
+        (1, 1, 0, (5, 6)),
+        (3, 1, 1, (9, 9)),
+        (3, 2, 0, (9, 11)),
+    ],
 )
-def test_unfold_and_fold_equal_im2col_and_col2im(kernel, stride, padding, size) -> None:
+@pytest.mark.parametrize(("batch", "channels"), [(1, 1), (3, 4)])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["contiguous", "channels_last"])
+def test_unfold_and_fold_equal_im2col_and_col2im(kernel, stride, padding, size, batch, channels, channels_last):
     """A patch embedding (stride = kernel) unfolds by a reshape; other convolutions by im2col: the same columns,
-    and the same col2im (remainder rows and columns no patch reads get zero gradient)."""
+    and the same col2im (remainder rows and columns no patch reads get zero gradient), cast alike."""
     from hot.functional import fold_grad_input, unfold_input
 
-    conv = torch.nn.Conv2d(3, 8, kernel, stride, padding)
-    x = torch.randn(2, 3, *size)
+    conv = torch.nn.Conv2d(channels, 8, kernel, stride, padding)
+    x = torch.randn(batch, channels, *size)
+    x = x.to(memory_format=torch.channels_last) if channels_last else x
     cols = F.unfold(x, conv.kernel_size, conv.dilation, conv.padding, conv.stride)
     expected = cols.transpose(1, 2).reshape(-1, cols.shape[1])
     assert torch.equal(unfold_input(x, conv), expected)
     g_cols = torch.randn_like(expected)
     folded = F.fold(
-        g_cols.reshape(2, -1, cols.shape[1]).transpose(1, 2),
+        g_cols.reshape(batch, -1, cols.shape[1]).transpose(1, 2),
         size,
         conv.kernel_size,
         conv.dilation,
         conv.padding,
         conv.stride,
     )
-    assert torch.equal(fold_grad_input(g_cols, conv, list(x.shape)), folded)
+    for dtype in (torch.float32, torch.bfloat16):
+        g_x = fold_grad_input(g_cols, conv, list(x.shape), dtype)
+        assert g_x.dtype == dtype and g_x.is_contiguous()
+        assert torch.equal(g_x, folded.to(dtype))
+
+
+class _Ops(TorchDispatchMode):
+    """The aten ops a call runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("size", [(32, 48), (40, 35)], ids=["divisible", "remainder"])
+def test_patch_embedding_unfolds_and_folds_with_one_copy(size):
+    """The reshape path moves the data once each way (the cast included): no im2col/col2im, no pad or cast pass."""
+    from hot.functional import fold_grad_input, unfold_input
+
+    conv, x = torch.nn.Conv2d(3, 8, 16, 16), torch.randn(2, 3, *size)
+    moves = {"clone", "copy_", "_to_copy", "constant_pad_nd", "im2col", "col2im"}
+    with _Ops() as unfold:
+        cols = unfold_input(x, conv)
+    with _Ops() as fold:
+        fold_grad_input(cols, conv, list(x.shape), torch.bfloat16)
+    assert [n for n in unfold.names if n in moves] == ["clone"]
+    assert [n for n in fold.names if n in moves] == ["copy_"]
+
+
+@pytest.mark.parametrize("method", ["fp", "hot", "hot_abc", "luq"])
+@pytest.mark.parametrize("size", [(32, 48), (40, 35)], ids=["divisible", "remainder"])
+@pytest.mark.parametrize("amp", [False, True], ids=["fp32", "autocast_bf16"])
+def test_patch_embedding_layer_equals_its_im2col_path(method, size, amp, monkeypatch):
+    """A converted patch embedding gives, by the reshape, the outputs and gradients im2col/col2im give, bit for bit."""
+    torch.manual_seed(0)
+    fast = hot.convert(nn.Conv2d(3, 32, 16, 16), preset(method))
+    im2col = copy.deepcopy(fast)
+    x, g_y = torch.randn(2, 3, *size), torch.randn(2, 32, size[0] // 16, size[1] // 16)
+
+    def run(layer: nn.Module) -> list[torch.Tensor]:
+        inp = x.clone().requires_grad_(True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            y = layer(inp)
+        y.backward(g_y.to(y.dtype))
+        return [y, inp.grad, layer.weight.grad, layer.bias.grad]
+
+    expected = run(fast)
+    monkeypatch.setattr(hot.functional, "_patchifies", lambda _layer: False)
+    for a, b in zip(expected, run(im2col), strict=True):
+        assert a.dtype == b.dtype and torch.equal(a, b)
 
 
 @pytest.mark.parametrize("model", sorted(MODELS))

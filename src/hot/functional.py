@@ -112,17 +112,24 @@ def unfold_input(x: torch.Tensor, layer: torch.nn.Conv2d) -> torch.Tensor:
     return cols.transpose(1, 2).reshape(-1, cols.shape[1])
 
 
-def fold_grad_input(g_cols: torch.Tensor, layer: torch.nn.Conv2d, x_shape: list[int]) -> torch.Tensor:
-    """col2im of ``unfold_input``'s layout: (B·H_out·W_out, C·kh·kw) -> (B, C, H, W), overlapping columns summed."""
+def fold_grad_input(
+    g_cols: torch.Tensor, layer: torch.nn.Conv2d, x_shape: list[int], dtype: torch.dtype
+) -> torch.Tensor:
+    """col2im of ``unfold_input``'s layout: (B·H_out·W_out, C·kh·kw) -> (B, C, H, W) in ``dtype``, overlapping
+    columns summed (in ``g_cols``' dtype, then cast)."""
     batch, channels, height, width = x_shape
     if _patchifies(layer):
         (kh, kw) = layer.kernel_size
         ho, wo = height // kh, width // kw
         patches = g_cols.reshape(batch, ho, wo, channels, kh, kw).permute(0, 3, 1, 4, 2, 5)
-        g_x = patches.reshape(batch, channels, ho * kh, wo * kw)
-        return F.pad(g_x, (0, width - wo * kw, 0, height - ho * kh))  # rows and columns no patch read
+        # Nothing to sum: one copy, the cast included, into the patches' places; zeros only where a remainder
+        # row or column is read by no patch (as F.fold gives).
+        covered = (ho * kh, wo * kw) == (height, width)
+        g_x = (g_cols.new_empty if covered else g_cols.new_zeros)(x_shape, dtype=dtype)
+        g_x[:, :, : ho * kh, : wo * kw].view(batch, channels, ho, kh, wo, kw).copy_(patches)
+        return g_x
     cols = g_cols.reshape(batch, -1, g_cols.shape[1]).transpose(1, 2)
-    return F.fold(cols, (height, width), layer.kernel_size, layer.dilation, layer.padding, layer.stride)
+    return F.fold(cols, (height, width), layer.kernel_size, layer.dilation, layer.padding, layer.stride).to(dtype)
 
 
 def _is_conv(layer: HOTLayer) -> bool:
@@ -285,7 +292,7 @@ def _backward_outputs(
     if g_x is None:
         g_x = empty
     elif conv:
-        g_x = fold_grad_input(g_x, layer, x_shape).to(x_dtype)
+        g_x = fold_grad_input(g_x, layer, x_shape, x_dtype)
     else:
         g_x = g_x.reshape(x_shape)
     g_w = empty.clone() if g_w is None else g_w.reshape(weight.shape).to(weight.dtype)

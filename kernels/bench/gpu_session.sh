@@ -60,7 +60,9 @@ while [ $# -gt 0 ]; do
       fi
       snakemake --unlock --config preset="$preset" >/dev/null 2>&1 || true
       start=$(date +%s)
-      timeout "$seconds" snakemake --cores "${CORES:-16}" --config preset="$preset" --keep-going --rerun-incomplete \
+      # SIGTERM lets the runs write their checkpoints; whatever still runs 20 s later is killed, so the piece ends
+      # in time to pack its outputs (a 600 s call: SECONDS <= 540)
+      timeout --kill-after=20 "$seconds" snakemake --cores "${CORES:-16}" --config preset="$preset" --keep-going --rerun-incomplete \
         ${SNAKEMAKE_ARGS:-} >"$OUT/snakemake-$preset-$start.log" 2>&1 || echo "snakemake stopped: exit $?"
       echo "workflow $preset: $(( $(date +%s) - start )) s; $(grep -E 'steps \(' "$OUT/snakemake-$preset-$start.log" | tail -1)"
       tar czf "$OUT/results-$preset.tgz" --exclude='*.pt' "results/$preset" "paper_tables/$preset" .snakemake/log 2>/dev/null || true

@@ -532,13 +532,20 @@ def test_training_runs_share_the_gpu_where_the_preset_says_so(tmp_path: Path) ->
 def test_runs_are_prioritised_longest_first() -> None:
     runs = plan(_config("gpu")).runs
     cost = {key: run.relative_cost for key, run in runs.items()}
-    # 8 epochs of 60k images at batch 128 = 3752 steps; a quantised backward 3x, a ResNet 2x
-    assert cost["pretrain/fmnist-vit_tiny_fmnist-fp-s0"] == 8 * 469
-    assert cost["pretrain/fmnist-resnet_tiny_fmnist-hot-s0"] == 8 * 469 * 6
-    assert cost["ablations/fmnist-vit_tiny_fmnist-hot-r4-s1"] == 8 * 469 * 3
+    # 6 epochs of 60k images at batch 128 = 2814 steps; a quantised backward 3x, a ResNet 2x
+    assert cost["pretrain/fmnist-vit_tiny_fmnist-fp-s0"] == 6 * 469
+    assert cost["pretrain/fmnist-resnet_tiny_fmnist-hot-s0"] == 6 * 469 * 6
+    assert cost["ablations/fmnist-vit_tiny_fmnist-hot-r4-s1"] == 6 * 469 * 3
     # fine-tuning on classes 5-9: 30k images, 4 epochs
     assert cost["finetune/fmnist_5_9-vit_tiny_fmnist-fp-s1"] == 4 * 235
     assert max(cost, key=cost.__getitem__).startswith("pretrain/fmnist-resnet_tiny_fmnist-")
+    # a base model's priority counts the runs that wait for it: it starts before the longest run
+    base = plan(_config("gpu"))
+    base_key = next(key for key, run in base.runs.items() if key.startswith("pretrain/base-"))
+    waiting = [key for key, run in base.runs.items() if run.init_run == base_key]
+    assert waiting and base.priority(base_key) == cost[base_key] + sum(cost[key] for key in waiting)
+    assert base.priority(base_key) > max(cost.values())
+    assert all(base.priority(key) == cost[key] for key in waiting)  # nothing starts from a fine-tuned model
     capped = plan(_config("smoke")).runs  # max_train_batches caps the steps
     fp = [run for run in capped.values() if run.settings["method"] == "fp"]
     assert fp and all(run.relative_cost == 6 * (2 if "resnet" in run.settings["model"] else 1) for run in fp)

@@ -86,6 +86,14 @@ class Plan:
         self.runs[run.key] = run
         return run.key
 
+    def priority(self, key: str) -> int:
+        """The scheduler's priority of a run: its own :attr:`Run.relative_cost` plus the priorities of the runs that
+        start from its model. A base model thus trains first, while the long runs start, and the many short runs
+        waiting for it fill the GPU's last minutes instead of starting only once the long runs are done."""
+        return self.runs[key].relative_cost + sum(
+            self.priority(other.key) for other in self.runs.values() if other.init_run == key
+        )
+
     @property
     def datasets(self) -> dict[str, str]:
         """dataset -> the data_dir its runs read it from (one per dataset: the workflow fetches each once)."""

@@ -21,7 +21,7 @@ rule train:
     wildcard_constraints:
         run=run_keys(),
     threads: config["resources"]["train"]["threads"]
-    priority: lambda wildcards: PLAN.runs[wildcards.run].relative_cost
+    priority: lambda wildcards: PLAN.priority(wildcards.run)
     resources:
         **res("train"),
     script:

@@ -407,6 +407,27 @@ def test_hot_linear_real_equals_fake(
     assert _rel(gw_real, gw_fake) < 1e-6
 
 
+@pytest.mark.parametrize("cfg", [{}, {"gx_granularity": "per_tensor"}, {"abc": True}])
+def test_cuda_11_8_torch_on_hopper_runs_the_int8_gemm_exactly(kernel_backend, monkeypatch, cfg: dict) -> None:
+    """A CUDA 11.8 torch (no FP8 GEMMs) on sm_90: the real backend picks the INT8 tensor cores by itself, never
+    calls _scaled_mm, and its layer gradients are the fake backend's."""
+    if _capability()[0] < 9:
+        pytest.skip("the FP8/INT8 choice is made on compute capability 9.0 and later")
+    grid, samples, in_f, out_f = TokenGrid(1, 14, 14), 2, 64, 96
+    w = torch.randint(-8, 9, (out_f, in_f), generator=torch.Generator().manual_seed(5)).float().to(CUDA) / 16
+    x = _randn(grid.tokens * samples, in_f, seed=6).to(CUDA)
+    gx_fake, gw_fake = _layer_grads("fake", x, w, grid, **cfg)
+    monkeypatch.setattr(torch.version, "cuda", "11.8")
+
+    def no_fp8(*args, **kwargs):
+        raise AssertionError("torch._scaled_mm called although this torch is taken for a CUDA 11.8 build")
+
+    monkeypatch.setattr(torch, "_scaled_mm", no_fp8)
+    assert RealBackend().gemm_for(torch.device(CUDA)) == "cutlass"
+    gx_real, gw_real = _layer_grads("real", x, w, grid, **cfg)
+    assert _rel(gx_real, gx_fake) < 1e-6 and _rel(gw_real, gw_fake) < 1e-6
+
+
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 @pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize(

@@ -387,3 +387,28 @@ def test_a_run_sharing_its_gpu_computes_under_the_steps_lock_with_the_same_resul
     assert (tmp_path / "gpu0.steps.lock").exists()
     for key in ("train_loss", "test_loss", "top1"):
         assert [e[key] for e in shared["epochs"]] == [e[key] for e in alone["epochs"]]
+
+
+def test_evaluation_reads_the_device_once_and_gives_the_per_batch_sums(monkeypatch):
+    # The sums stay on the device and are read once: the same float64 additions as per-batch Python floats.
+    torch.manual_seed(0)
+    net = torch.nn.Linear(6, 5)
+    batches = [(torch.randn(n, 6), torch.randint(0, 5, (n,))) for n in (7, 7, 3)]
+    run = loop_module._Run.__new__(loop_module._Run)
+    run.net, run.device, run.config = net, torch.device("cpu"), TrainConfig(device="cpu")
+    run.place = type("Single", (), {"sum": staticmethod(lambda values, device: values)})()
+    monkeypatch.setattr(run, "_test_loader", lambda: batches, raising=False)
+    reads = []
+    item, tolist = torch.Tensor.item, torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "item", lambda t: reads.append("item") or item(t))
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda t: reads.append("tolist") or tolist(t))
+    loss, top1 = run._evaluate()
+    assert reads == ["tolist"]
+    monkeypatch.undo()
+    expected_loss, expected_correct = 0.0, 0.0
+    with torch.no_grad():
+        for x, y in batches:
+            logits = net(x).float()
+            expected_loss += torch.nn.functional.cross_entropy(logits, y, reduction="sum").item()
+            expected_correct += (logits.argmax(1) == y).sum().item()
+    assert loss == expected_loss / 17 and top1 == 100.0 * expected_correct / 17

@@ -467,14 +467,18 @@ class _Run:
     @torch.no_grad()
     def _evaluate(self) -> tuple[float, float]:
         self.net.eval()
-        loss_sum, correct, count = 0.0, 0.0, 0.0
+        # Sums kept on the device and read once (a read per batch waits for the device each time, and a GPU shared
+        # by several runs makes each wait long); float64, as the Python floats they replace: the same numbers.
+        sums = torch.zeros(2, dtype=torch.float64, device=self.device)  # loss, correct
+        count = 0.0
         for x, y in self._test_loader():
             x, y = x.to(self.device), y.to(self.device)
             with self._autocast():
                 logits = self.net(x).float()
-            loss_sum += nn.functional.cross_entropy(logits, y, reduction="sum").item()
-            correct += (logits.argmax(1) == y).sum().item()
+            sums[0] += nn.functional.cross_entropy(logits, y, reduction="sum").double()
+            sums[1] += (logits.argmax(1) == y).sum()
             count += len(y)
+        loss_sum, correct = sums.tolist()
         loss_sum, correct, count = self.place.sum([loss_sum, correct, count], self.device)
         return loss_sum / count, 100.0 * correct / count
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU session on a lent machine (no network): build hot-kernels for the local GPU, run its GPU tests,
 # then `hot bench`. Everything worth keeping goes to $OUT (default ./gpu-out). Usage:
-#   bash kernels/bench/gpu_session.sh [build] [test] [bench SECTIONS] [variants] [sm90gemm] [workflow PRESET SECONDS]
+#   bash kernels/bench/gpu_session.sh [build] [test] [bench SECTIONS] [variants] [sm90gemm] [clean PRESET]
+#                                     [workflow PRESET SECONDS]
 # Wheels the machine lacks (torchao) are taken from .whl/ when present. On a compute capability 9.0 GPU the
 # build includes the opt-in sm_90a INT8 GEMM (HOT_KERNELS_SM90A=1) unless HOT_KERNELS_SM90A=0 is set.
 set -euo pipefail
@@ -47,6 +48,12 @@ while [ $# -gt 0 ]; do
     sm90gemm)
       "$PY" -m hot.cli bench --sections sm90_gemm --out "$OUT/sm90_gemm.json" 2>&1 | tee "$OUT/sm90_gemm.log" | tail -40 \
         || echo "sm90gemm failed (the session goes on)"
+      ;;
+    clean)
+      # A reference run starts from nothing: a lent machine may keep an earlier call's ignored files
+      rm -rf "results/$2" "paper_tables/$2" .snakemake/log .snakemake/incomplete
+      echo "clean: results/$2 and paper_tables/$2 removed"
+      shift
       ;;
     workflow)
       # One piece of a preset's run, resumable: Snakemake is stopped after SECONDS (a lent machine's calls last at

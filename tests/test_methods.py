@@ -189,3 +189,18 @@ def test_auto_backend_is_real_on_cuda_where_the_kernels_load_else_fake(monkeypat
     baseline = HOTLinear.from_float(nn.Linear(16, 16), HOTConfig(method="int4"), 0)
     baseline(torch.randn(2, 16, 16, requires_grad=True)).sum().backward()
     assert baseline.hot_state.backend == "fake"
+
+
+def test_lbp_wht_backward_projects_g_y_once_and_gives_both_gradients(monkeypatch):
+    import hot.methods as methods_module
+
+    g, x, w, windows = case(tokens=20, batch=3)
+    m = create_method(HOTConfig(method="lbp_wht", hla_blocking="paper"))
+    keys = Keys(0, 0, 0)
+    expected = (m.grad_input(g, w, windows, LayerState(0), keys), m.grad_weight(g, (x,), windows, keys))
+    projected = []
+    project = methods_module.hla_project_matmul
+    monkeypatch.setattr(methods_module, "hla_project_matmul", lambda t, *a: projected.append(t.shape) or project(t, *a))
+    g_x, g_w = m.backward_gemms(g, w, (x,), windows, LayerState(0), keys)
+    assert projected == [g.shape, x.shape]  # g_y once, shared by both GEMMs; x once
+    assert torch.equal(g_x, expected[0]) and torch.equal(g_w, expected[1])

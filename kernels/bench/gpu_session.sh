@@ -51,8 +51,12 @@ while [ $# -gt 0 ]; do
       ;;
     clean)
       # A reference run starts from nothing: a lent machine may keep an earlier call's ignored files
-      rm -rf "results/$2" "paper_tables/$2" .snakemake/log .snakemake/incomplete
-      echo "clean: results/$2 and paper_tables/$2 removed"
+      preset=${2:-}
+      case "$preset" in
+        ""|*/*|.*) echo "clean needs a preset name (gpu, smoke, ...), got '$preset'" >&2; exit 2 ;;
+      esac
+      rm -rf "results/$preset" "paper_tables/$preset"
+      echo "clean: results/$preset and paper_tables/$preset removed"
       shift
       ;;
     workflow)

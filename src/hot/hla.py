@@ -190,13 +190,15 @@ def hla_basis(
 def _rows_on(block: int, rank: int, device: str) -> torch.Tensor:
     """:func:`block_rows` as an index tensor made once per device (indexing with a list copies it to the device,
     and that copy waits for the device, on every call)."""
-    return torch.tensor(block_rows(block, rank), device=device)
+    with torch.inference_mode(False):  # a cached inference tensor could not be saved for a later backward
+        return torch.tensor(block_rows(block, rank), device=device)
 
 
 @functools.cache
 def _basis_on(block: int, rank: int, dtype: torch.dtype, device: str) -> torch.Tensor:
     """:func:`hla_basis` made once per device (the float methods use it on every layer's backward)."""
-    return hla_basis(rank, dtype, device, block)
+    with torch.inference_mode(False):
+        return hla_basis(rank, dtype, device, block)
 
 
 def official_block(tokens: int) -> int:
@@ -242,26 +244,37 @@ def hla_project(t: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor
     zeros (they add nothing to g_w), so ``hla_project(g_y)ᵀ hla_project(x) / block`` approximates
     ``g_yᵀ x`` and is exact on the prefix tokens.
     """
-    samples, channels = _check_length(t, windows)
+    _, channels = _check_length(t, windows)
     rows = _rows_on(windows.block, rank, str(t.device))
     x = block_hadamard(gather_windows(t, windows), windows.block, dim=2).index_select(2, rows).reshape(-1, channels)
+    return _with_prefix_rows(x, t, windows)
+
+
+def _with_prefix_rows(projected: torch.Tensor, t: torch.Tensor, windows: HLAWindows) -> torch.Tensor:
+    """The windows' projected rows, then each sample's prefix tokens of ``t`` times :data:`PREFIX_SCALE`."""
     if not windows.prefix:
-        return x
+        return projected
+    samples, channels = _check_length(t, windows)
     prefix = t.reshape(samples, windows.tokens, channels)[:, : windows.prefix] * PREFIX_SCALE
-    return torch.cat([x, prefix.reshape(-1, channels)])
+    return torch.cat([projected, prefix.reshape(-1, channels)])
+
+
+# The float methods' projection as a GEMM with P up to this block; larger blocks (``official`` blocking of long
+# power-of-two sequences) keep the butterflies: a dense (block/2 × block) P costs O(block²) a window.
+MATMUL_MAX_BLOCK = HLA_BLOCK
 
 
 def hla_project_matmul(t: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
     """:func:`hla_project` as one batched GEMM with ``P`` (:func:`hla_basis`): the same rows in the same order, equal
-    up to float rounding. The floating-point methods (LBP-WHT, the HLA filter) use it; HOT's quantised path keeps
-    :func:`hla_project`, whose butterfly order the kernels reproduce bit for bit."""
+    up to float rounding (and TF32's where it is enabled for float32 GEMMs). The floating-point methods (LBP-WHT,
+    the HLA filter) use it; HOT's quantised path keeps :func:`hla_project`, whose butterfly order the kernels
+    reproduce bit for bit. Blocks above :data:`MATMUL_MAX_BLOCK` are projected by :func:`hla_project`."""
+    if windows.block > MATMUL_MAX_BLOCK:
+        return hla_project(t, windows, rank)
     samples, channels = _check_length(t, windows)
     basis = _basis_on(windows.block, rank, t.dtype, str(t.device))
     coeffs = torch.matmul(basis, gather_windows(t, windows).reshape(samples * windows.windows, windows.block, channels))
-    if not windows.prefix:
-        return coeffs.reshape(-1, channels)
-    prefix = t.reshape(samples, windows.tokens, channels)[:, : windows.prefix] * PREFIX_SCALE
-    return torch.cat([coeffs.reshape(-1, channels), prefix.reshape(-1, channels)])
+    return _with_prefix_rows(coeffs.reshape(-1, channels), t, windows)
 
 
 def hla_unproject(p: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
@@ -271,12 +284,17 @@ def hla_unproject(p: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tens
     rows = windows.rows_per_sample(rank)
     if p.dim() != 2 or p.shape[0] % rows:
         raise ValueError(f"expected (samples x {rows}, C) projected rows, got shape {tuple(p.shape)}")
-    kept = len(block_rows(windows.block, rank))
+    block, kept = windows.block, len(block_rows(windows.block, rank))
     per_sample = windows.windows * kept
     samples, channels = p.shape[0] // rows, p.shape[1]
-    basis = _basis_on(windows.block, rank, p.dtype, str(p.device))
     coeffs = p[: samples * per_sample].reshape(samples * windows.windows, kept, channels)
-    back = torch.matmul(basis.t(), coeffs).reshape(samples, windows.windows * windows.block, channels) / windows.block
+    if block > MATMUL_MAX_BLOCK:  # H is symmetric: Pᵀ c is H times c placed at the kept rows, zeros elsewhere
+        full = coeffs.new_zeros(samples * windows.windows, block, channels)
+        full.index_copy_(1, _rows_on(block, rank, str(p.device)), coeffs)
+        back = block_hadamard(full, block, dim=1)
+    else:
+        back = torch.matmul(_basis_on(block, rank, p.dtype, str(p.device)).t(), coeffs)
+    back = back.reshape(samples, windows.windows * block, channels) / block
     out = p.new_empty(samples, windows.tokens, channels)
     if windows.prefix:
         out[:, : windows.prefix] = p[samples * per_sample :].reshape(samples, windows.prefix, channels) / PREFIX_SCALE
@@ -286,5 +304,6 @@ def hla_unproject(p: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tens
 
 
 def hla_lowpass(t: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
-    """``Pᵀ P t / block`` on each window (the orthogonal projection onto the kept rows), prefix tokens as they are."""
+    """``Pᵀ P t / block`` on each window (the orthogonal projection onto the kept rows), prefix tokens as they are:
+    what LBP-WHT's g_x estimate applies to g_y (the method computes it as :func:`hla_unproject` of a GEMM)."""
     return hla_unproject(hla_project_matmul(t, windows, rank), windows, rank)

@@ -257,10 +257,14 @@ class LUQMethod(Method):
         return quantize_luq(g_y, self.config.gx_bits, keys(Stream.GW_GRAD_OUTPUT)).t() @ self._sawb(saved[0])
 
 
-def hla_grad_weight(g_y: torch.Tensor, x: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
-    """``(P g_y)ᵀ (P x) / block`` in floating point: HLA on the g_w path without quantisation."""
-    g = hla_project_matmul(at_least_fp32(g_y), windows, rank)
-    return g.t() @ hla_project_matmul(at_least_fp32(x), windows, rank) / windows.block
+def float_projection(t: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
+    """``P t`` in floating point (at least float32): the float methods' HLA."""
+    return hla_project_matmul(at_least_fp32(t), windows, rank)
+
+
+def hla_grad_weight(g_projected: torch.Tensor, x: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
+    """``(P g_y)ᵀ (P x) / block`` from g_y's :func:`float_projection`: HLA on the g_w path without quantisation."""
+    return g_projected.t() @ float_projection(x, windows, rank) / windows.block
 
 
 class LBPWHTMethod(Method):
@@ -271,13 +275,33 @@ class LBPWHTMethod(Method):
     def grad_input(
         self, g_y: torch.Tensor, weight: torch.Tensor, windows: HLAWindows, state: LayerState, keys: Keys
     ) -> torch.Tensor:
+        return self._grad_input(float_projection(g_y, windows, self.config.hla_rank), weight, windows)
+
+    def _grad_input(self, g_projected: torch.Tensor, weight: torch.Tensor, windows: HLAWindows) -> torch.Tensor:
         # Pᵀ ((P g_y) W) / block: the GEMM on the kept rows only, as an implementation of LBP-WHT runs it
-        rank = self.config.hla_rank
-        projected = hla_project_matmul(at_least_fp32(g_y), windows, rank)
-        return hla_unproject(projected @ at_least_fp32(weight), windows, rank)
+        return hla_unproject(g_projected @ at_least_fp32(weight), windows, self.config.hla_rank)
 
     def grad_weight(self, g_y: torch.Tensor, saved: Saved, windows: HLAWindows, keys: Keys) -> torch.Tensor:
-        return hla_grad_weight(g_y, saved[0], windows, self.config.hla_rank)
+        rank = self.config.hla_rank
+        return hla_grad_weight(float_projection(g_y, windows, rank), saved[0], windows, rank)
+
+    def backward_gemms(
+        self,
+        g_y: torch.Tensor,
+        weight: torch.Tensor | None,
+        saved: Saved,
+        windows: HLAWindows,
+        state: LayerState,
+        keys: Keys,
+        gx_dtype: torch.dtype = torch.float32,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """Both GEMMs from one projection of g_y."""
+        state.backend = self.backend_name(g_y.device)
+        rank = self.config.hla_rank
+        g_projected = float_projection(g_y, windows, rank)
+        g_x = None if weight is None else self._grad_input(g_projected, weight, windows).to(gx_dtype)
+        g_w = hla_grad_weight(g_projected, saved[0], windows, rank) if saved else None
+        return g_x, g_w
 
 
 class HLAFilterMethod(Method):
@@ -287,7 +311,7 @@ class HLAFilterMethod(Method):
 
     def grad_weight(self, g_y: torch.Tensor, saved: Saved, windows: HLAWindows, keys: Keys) -> torch.Tensor:
         rank = max(1, round(HLA_BLOCK * self.config.keep_ratio))
-        return hla_grad_weight(g_y, saved[0], windows, rank)
+        return hla_grad_weight(float_projection(g_y, windows, rank), saved[0], windows, rank)
 
 
 class GradDropoutMethod(Method):

@@ -8,15 +8,16 @@ from hot.bench import method_steps
 def test_rows_for_every_model_and_method(tmp_path):
     out = tmp_path / "steps.json"
     argv = [str(out), "--device", "cpu", "--steps", "1", "--batch-size", "2", "--models", "vit_tiny_fmnist"]
-    assert method_steps.main([*argv, "--methods", "fp,lbp_wht,hla_filter"]) == 0
+    assert method_steps.main([*argv, "--methods", "lbp_wht,fp,hla_filter"]) == 0
     rows = json.loads(out.read_text())["rows"]
     assert [(r["model"], r["method"]) for r in rows] == [
-        ("vit_tiny_fmnist", "fp"),
         ("vit_tiny_fmnist", "lbp_wht"),
+        ("vit_tiny_fmnist", "fp"),
         ("vit_tiny_fmnist", "hla_filter"),
     ]
-    assert rows[0]["vs_fp"] == 1.0 and all(r["step_ms"] > 0 for r in rows)
-    assert rows[1]["backend"] == "fake" and rows[0]["backend"] == "none"
+    assert rows[1]["vs_fp"] == 1.0 and all(r["step_ms"] > 0 for r in rows)
+    assert rows[0]["vs_fp"] == rows[0]["step_ms"] / rows[1]["step_ms"]  # fp measured after it: still its ratio
+    assert rows[0]["backend"] == "fake" and rows[1]["backend"] == "none"
     assert all(r["syncs_per_step"] is None for r in rows)  # counted on CUDA only
 
 

@@ -5,8 +5,8 @@ per sample) at the paper's L and at L × 128, one backward's two gradient GEMMs 
 
 - ``fp32``, ``tf32``, ``bf16``: cuBLAS ``g_x = g_y W`` and ``g_w = g_yᵀ x`` in that precision;
 - ``lbp_wht``: LBP-WHT (rank 8 of 16 along L on both GEMMs) in fp32, the training code's
-  (:class:`hot.methods.LBPWHTMethod`): the projection onto the kept Walsh-Hadamard rows one batched GEMM with the
-  (8, 16) basis, both gradient GEMMs on the projected rows;
+  (:meth:`hot.methods.LBPWHTMethod.backward_gemms`): g_y and x each projected once onto the kept Walsh-Hadamard
+  rows, a batched GEMM with the (8, 16) basis, both gradient GEMMs on the projected rows;
 - ``hot``: the real backend (hot-kernels) from fp32 g_y, x, W: Q4(HT(g_y)) per token, Q4(HT(W)) SAWB,
   the g_x GEMM and dequantisation, Q8(P g_y), Q8(P x), the g_w GEMM and dequantisation; ``hot_bf16``
   the same from bf16 tensors; ``hot.<stage>`` each stage alone.
@@ -95,9 +95,7 @@ def measure_layer(
         record("fp32", _cublas(g_y, w, x))
         lbp = LBPWHTMethod(HOTConfig(method="lbp_wht", hla_blocking="paper"))
         state, windows = LayerState(index=0), hla_windows(tokens, "paper")
-        record(
-            "lbp_wht", lambda: (lbp.grad_input(g_y, w, windows, state, None), lbp.grad_weight(g_y, (x,), windows, None))
-        )
+        record("lbp_wht", lambda: lbp.backward_gemms(g_y, w, (x,), windows, state, None))
         torch.backends.cuda.matmul.allow_tf32 = True
         record("tf32", _cublas(g_y, w, x))
     finally:

@@ -27,6 +27,7 @@ from ..config import HOTConfig
 from ..convert import convert
 from ..results import environment, write_json_atomic
 from ..train.models import create_model
+from .step import train_step
 
 MODELS = ("vit_tiny_fmnist", "resnet_tiny_fmnist")
 METHODS = ("fp", "hot", "lbp_wht", "hla_filter", "grad_dropout")
@@ -53,10 +54,7 @@ def measure(model_name: str, method: str, device: str, steps: int, batch_size: i
     y = torch.randint(0, 10, (batch_size,), generator=gen).to(device)
 
     def step() -> None:
-        loss = nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        train_step(model, opt, x, y, amp=False)
 
     def synchronize() -> None:
         if device.startswith("cuda"):
@@ -79,13 +77,14 @@ def measure(model_name: str, method: str, device: str, steps: int, batch_size: i
 
 def _syncs_in_one_step(step: Any) -> int:
     torch.cuda.synchronize()
+    before = torch.cuda.get_sync_debug_mode()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.cuda.set_sync_debug_mode("warn")
         try:
             step()
         finally:
-            torch.cuda.set_sync_debug_mode("default")
+            torch.cuda.set_sync_debug_mode(before)
     return sum("synchroniz" in str(w.message) for w in caught)
 
 
@@ -103,13 +102,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for method in args.methods.split(","):
             row = measure(model_name, method, args.device, args.steps, args.batch_size)
             rows.append(row)
-            fp = next((r["step_ms"] for r in rows if r["model"] == model_name and r["method"] == "fp"), None)
-            row["vs_fp"] = row["step_ms"] / fp if fp else None
             print(
                 f"{model_name:20s} {method:13s} {row['backend']:5s} {row['step_ms']:7.1f} ms/step"
                 f"  syncs/step {row['syncs_per_step']}",
                 flush=True,
             )
+    fp_ms = {r["model"]: r["step_ms"] for r in rows if r["method"] == "fp"}
+    for row in rows:
+        row["vs_fp"] = row["step_ms"] / fp_ms[row["model"]] if row["model"] in fp_ms else None
     write_json_atomic(
         args.out,
         {

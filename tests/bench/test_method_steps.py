@@ -21,6 +21,13 @@ def test_rows_for_every_model_and_method(tmp_path):
     assert all(r["syncs_per_step"] is None for r in rows)  # counted on CUDA only
 
 
+def test_bad_arguments_print_the_usage(tmp_path, capsys):
+    assert method_steps.main([]) == 2
+    assert method_steps.main([str(tmp_path / "a.json"), "--stepz", "1"]) == 2
+    assert method_steps.main([str(tmp_path / "a.json"), "--steps"]) == 2
+    assert "usage: python -m hot.bench.method_steps OUT.json" in capsys.readouterr().err
+
+
 def test_the_baselines_are_converted_and_the_head_left_exact():
     model, backend = method_steps.build("vit_tiny_fmnist", "hla_filter", "cpu")
     hot_layers = [name for name, m in model.named_modules() if hasattr(m, "hot_method")]

@@ -412,3 +412,16 @@ def test_evaluation_reads_the_device_once_and_gives_the_per_batch_sums(monkeypat
             expected_loss += torch.nn.functional.cross_entropy(logits, y, reduction="sum").item()
             expected_correct += (logits.argmax(1) == y).sum().item()
     assert loss == expected_loss / 17 and top1 == 100.0 * expected_correct / 17
+
+
+def test_a_finished_run_without_keep_checkpoint_leaves_model_and_metrics_only(tmp_path, tiny):
+    kept, dropped = tmp_path / "kept", tmp_path / "dropped"
+    first = train(TrainConfig(**tiny), kept)
+    second = train(TrainConfig(**tiny, keep_checkpoint=False), dropped)
+    assert (kept / "checkpoint.pt").is_file() and not (dropped / "checkpoint.pt").exists()
+    assert (dropped / "model.pt").is_file()
+    assert json.loads((dropped / "metrics.json").read_text())["final_top1"] is not None
+    assert _epochs(first) == _epochs(second)  # the same training
+    # a checkpoint written with keep_checkpoint true resumes under false (the key changes no result)
+    assert _epochs(train(TrainConfig(**tiny, keep_checkpoint=False), kept)) == _epochs(first)
+    assert not (kept / "checkpoint.pt").exists()

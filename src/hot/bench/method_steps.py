@@ -12,8 +12,8 @@ which). One process, one machine: the ratios to ``fp`` compare like with like.
 
 from __future__ import annotations
 
-import argparse
 import statistics
+import sys
 import time
 import warnings
 from collections.abc import Sequence
@@ -88,19 +88,39 @@ def _syncs_in_one_step(step: Any) -> int:
     return sum("synchroniz" in str(w.message) for w in caught)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hot.bench.method_steps", description=__doc__.split("\n")[0])
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--methods", default=",".join(METHODS))
-    args = parser.parse_args(argv)
+USAGE = (
+    "usage: python -m hot.bench.method_steps OUT.json [--device cuda|cpu] [--steps N] [--batch-size N] "
+    "[--models A,B] [--methods A,B]"
+)
+
+
+def _options(argv: Sequence[str]) -> tuple[list[str], dict[str, str]] | None:
+    """Positional arguments and ``--name value`` options; None where an option is unknown or has no value."""
+    known = ("--device", "--steps", "--batch-size", "--models", "--methods")
+    positional, options, items = [], {}, list(argv)
+    while items:
+        arg = items.pop(0)
+        if arg.startswith("--"):
+            if arg not in known or not items:
+                return None
+            options[arg[2:]] = items.pop(0)
+        else:
+            positional.append(arg)
+    return positional, options
+
+
+def main(argv: Sequence[str]) -> int:
+    parsed = _options(argv)
+    if parsed is None or len(parsed[0]) != 1:
+        print(USAGE, file=sys.stderr)
+        return 2
+    (out,), options = parsed
+    device = options.get("device", "cuda" if torch.cuda.is_available() else "cpu")
+    steps, batch_size = int(options.get("steps", 20)), int(options.get("batch-size", 128))
     rows = []
-    for model_name in args.models.split(","):
-        for method in args.methods.split(","):
-            row = measure(model_name, method, args.device, args.steps, args.batch_size)
+    for model_name in options.get("models", ",".join(MODELS)).split(","):
+        for method in options.get("methods", ",".join(METHODS)).split(","):
+            row = measure(model_name, method, device, steps, batch_size)
             rows.append(row)
             print(
                 f"{model_name:20s} {method:13s} {row['backend']:5s} {row['step_ms']:7.1f} ms/step"
@@ -111,10 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for row in rows:
         row["vs_fp"] = row["step_ms"] / fp_ms[row["model"]] if row["model"] in fp_ms else None
     write_json_atomic(
-        args.out,
+        Path(out),
         {
             "benchmark": "method_steps",
-            "how": f"AdamW steps at batch {args.batch_size}, median of {args.steps} after {WARMUP} warm-up, alone",
+            "how": f"AdamW steps at batch {batch_size}, median of {steps} after {WARMUP} warm-up, alone",
             "environment": environment(),
             "rows": rows,
         },
@@ -123,4 +143,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -30,7 +30,7 @@ DEVICES = ("auto", "cpu", "cuda")
 TORCH_COMPILE = ("none", "inductor", "aot_eager")  # torch.compile backends for the training forward and backward
 LORA_KEYS = ("rank", "alpha", "dropout", "target_modules", "on_frozen", "on_decomposed")
 # Keys that may differ between a checkpoint and the run resuming it (they do not change the results).
-RESUME_FREE_KEYS = ("device", "num_workers")
+RESUME_FREE_KEYS = ("device", "num_workers", "keep_checkpoint")
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ class TrainConfig:
     num_workers: int = 0
     image_size: int | None = None
     deterministic: bool = True
+    keep_checkpoint: bool = True  # false: checkpoint.pt is deleted once model.pt and metrics.json are written
 
     def __post_init__(self) -> None:
         check_one_of("dataset", self.dataset, DATASETS)
@@ -99,7 +100,7 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a non-negative finite number, got {getattr(self, name)!r}")
         if not _is_number(self.label_smoothing) or not 0 <= self.label_smoothing < 1:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing!r}")
-        for name in ("amp", "deterministic", "synthetic"):
+        for name in ("amp", "deterministic", "synthetic", "keep_checkpoint"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.classes is not None:

@@ -345,6 +345,8 @@ class _Run:
             }
             write_atomic(self.out / MODEL, functools.partial(torch.save, model))
             write_json_atomic(self.out / METRICS, metrics, sort_keys=True)
+            if not self.config.keep_checkpoint:  # the run is done: model.pt holds its weights
+                (self.out / CHECKPOINT).unlink(missing_ok=True)
         self.place.barrier()
         return metrics
 

@@ -56,7 +56,9 @@ while [ $# -gt 0 ]; do
         ""|*/*|.*) echo "clean needs a preset name (gpu, smoke, ...), got '$preset'" >&2; exit 2 ;;
       esac
       rm -rf "results/$preset" "paper_tables/$preset"
-      echo "clean: results/$preset and paper_tables/$preset removed"
+      # and that preset's Snakemake logs: the reference folder sums the wall time of every log naming its results
+      grep -l "results/$preset/" .snakemake/log/*.snakemake.log 2>/dev/null | xargs -r rm -f
+      echo "clean: results/$preset, paper_tables/$preset and their Snakemake logs removed"
       shift
       ;;
     workflow)

@@ -57,7 +57,7 @@ while [ $# -gt 0 ]; do
       esac
       rm -rf "results/$preset" "paper_tables/$preset"
       # and that preset's Snakemake logs: the reference folder sums the wall time of every log naming its results
-      grep -l "results/$preset/" .snakemake/log/*.snakemake.log 2>/dev/null | xargs -r rm -f
+      { grep -l "results/$preset/" .snakemake/log/*.snakemake.log 2>/dev/null || true; } | xargs -r rm -f  # none on a fresh machine
       echo "clean: results/$preset, paper_tables/$preset and their Snakemake logs removed"
       shift
       ;;

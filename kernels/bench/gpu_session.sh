@@ -24,7 +24,8 @@ while [ $# -gt 0 ]; do
       cap=$("$PY" -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability())')
       sm90a=${HOT_KERNELS_SM90A:-$([ "$cap" = 9.0 ] && echo 1 || echo 0)}
       start=$(date +%s)
-      (cd kernels && HOT_KERNELS_SM90A=$sm90a TORCH_CUDA_ARCH_LIST="$cap" MAX_JOBS=${MAX_JOBS:-16} CUTLASS_DIR=${CUTLASS_DIR:-$PWD/../.cutlass/include} \
+      # CUTLASS headers: $CUTLASS_DIR if set, else build_config's search (submodule, then the nvidia-cutlass wheel)
+      (cd kernels && HOT_KERNELS_SM90A=$sm90a TORCH_CUDA_ARCH_LIST="$cap" MAX_JOBS=${MAX_JOBS:-16} \
         "$PY" setup.py build_ext --inplace >"$OUT/build.log" 2>&1) || { tail -40 "$OUT/build.log"; exit 1; }
       echo "build: $(( $(date +%s) - start )) s for sm_${cap/./} (HOT_KERNELS_SM90A=$sm90a)"
       ;;

@@ -1,0 +1,67 @@
+"""Each quantiser of the real backend called once at a ViT-B/16 layer's shape, after one warm-up call: a short,
+fixed sequence of kernels for a profiler to read (``ncu``), with no CUDA graphs or timing loops in the way.
+
+    ncu --clock-control none -k regex:'hla|grad_output|weight|sawb' python -m hot.bench.quantiser_calls fc1
+
+Calls, in order, per layer named (qkv, proj, fc1, fc2; default fc1): the HLA quantiser of x (ABC, nearest), of
+g_y (stochastic), the HQ quantiser of g_y, the weight quantiser, then the fused g_y quantiser (both code sets).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import torch
+
+from ..backends import create_backend
+from ..config import HOTConfig
+from ..methods import Keys, layer_specs
+from .kernels import TOKENS, VIT_B_LAYERS, WINDOWS, vit_b_rows
+
+
+def call_quantisers(name: str, batch: int = 128) -> None:
+    """One warm-up and one profiled call of each quantiser at layer ``name``'s shape (bf16 g_y and x)."""
+    rows = {r["layer"]: r for r in vit_b_rows()}
+    out_f, in_f = int(rows[name]["O"]), int(rows[name]["I"])
+    length = batch * TOKENS
+    gen = torch.Generator(device="cuda").manual_seed(out_f * 7 + in_f)
+    g_y = torch.randn(length, out_f, device="cuda", generator=gen).bfloat16()
+    x = torch.randn(length, in_f, device="cuda", generator=gen).bfloat16()
+    w = torch.randn(out_f, in_f, device="cuda", generator=gen) * 0.02
+    backend = create_backend(HOTConfig(backend="real"), torch.device("cuda"))
+    fused = create_backend(HOTConfig(backend="real", fused_grad_output=True), torch.device("cuda"))
+    specs = layer_specs(HOTConfig(), out_f, WINDOWS, Keys(0, 0, 0))
+    calls = (
+        lambda: backend.hla_quantize(x, specs.input_hla),
+        lambda: backend.hla_quantize(g_y, specs.grad_output_hla),
+        lambda: backend.hq_quantize_grad_output(g_y, specs.grad_output),
+        lambda: backend.hq_quantize_weight(w, specs.grad_output),
+        lambda: fused.quantize_grad_output(g_y, specs.grad_output, specs.grad_output_hla),
+    )
+    for call in calls:
+        call()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    for call in calls:
+        call()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    names = list(sys.argv[1:] if argv is None else argv) or ["fc1"]
+    unknown = [n for n in names if n not in VIT_B_LAYERS]
+    if unknown:
+        print(f"unknown layer {', '.join(unknown)}; known: {', '.join(VIT_B_LAYERS)}", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("no CUDA GPU: nothing to profile", file=sys.stderr)
+        return 2
+    for name in names:
+        call_quantisers(name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

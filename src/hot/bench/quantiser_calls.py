@@ -20,33 +20,40 @@ from ..methods import Keys, layer_specs
 from .kernels import TOKENS, VIT_B_LAYERS, WINDOWS, vit_b_rows
 
 
-def call_quantisers(name: str, batch: int = 128) -> None:
-    """One warm-up and one profiled call of each quantiser at layer ``name``'s shape (bf16 g_y and x)."""
+def call_quantisers(name: str, batch: int = 128, device: str = "cuda", backend: str = "real") -> int:
+    """One warm-up and one profiled call of each quantiser at layer ``name``'s shape (bf16 g_y and x) on ``backend``;
+    returns how many quantisers were called. On CUDA the profiled calls lie between cudaProfilerStart and Stop."""
     rows = {r["layer"]: r for r in vit_b_rows()}
     out_f, in_f = int(rows[name]["O"]), int(rows[name]["I"])
     length = batch * TOKENS
-    gen = torch.Generator(device="cuda").manual_seed(out_f * 7 + in_f)
-    g_y = torch.randn(length, out_f, device="cuda", generator=gen).bfloat16()
-    x = torch.randn(length, in_f, device="cuda", generator=gen).bfloat16()
-    w = torch.randn(out_f, in_f, device="cuda", generator=gen) * 0.02
-    backend = create_backend(HOTConfig(backend="real"), torch.device("cuda"))
-    fused = create_backend(HOTConfig(backend="real", fused_grad_output=True), torch.device("cuda"))
+    where = torch.device(device)
+    gen = torch.Generator(device=where).manual_seed(out_f * 7 + in_f)
+    g_y = torch.randn(length, out_f, device=where, generator=gen).bfloat16()
+    x = torch.randn(length, in_f, device=where, generator=gen).bfloat16()
+    w = torch.randn(out_f, in_f, device=where, generator=gen) * 0.02
+    separate = create_backend(HOTConfig(backend=backend), where)
+    # the fused two-pass g_y kernel is the real backend's (the fake one quantises g_y for each path separately)
+    fused = create_backend(HOTConfig(backend=backend, fused_grad_output=backend == "real"), where)
     specs = layer_specs(HOTConfig(), out_f, WINDOWS, Keys(0, 0, 0))
     calls = (
-        lambda: backend.hla_quantize(x, specs.input_hla),
-        lambda: backend.hla_quantize(g_y, specs.grad_output_hla),
-        lambda: backend.hq_quantize_grad_output(g_y, specs.grad_output),
-        lambda: backend.hq_quantize_weight(w, specs.grad_output),
+        lambda: separate.hla_quantize(x, specs.input_hla),
+        lambda: separate.hla_quantize(g_y, specs.grad_output_hla),
+        lambda: separate.hq_quantize_grad_output(g_y, specs.grad_output),
+        lambda: separate.hq_quantize_weight(w, specs.grad_output),
         lambda: fused.quantize_grad_output(g_y, specs.grad_output, specs.grad_output_hla),
     )
     for call in calls:
         call()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStart()
+    cuda = where.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(where)
+        torch.cuda.cudart().cudaProfilerStart()
     for call in calls:
         call()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStop()
+    if cuda:
+        torch.cuda.synchronize(where)
+        torch.cuda.cudart().cudaProfilerStop()
+    return len(calls)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -29,6 +29,29 @@ def test_cpu_fast_path_equals_the_int64_definition():
     assert torch.equal(rounding.uniform((50, 100), key), by_definition.reshape(50, 100))
 
 
+def test_uniform_on_cuda_takes_the_kernel_where_the_extension_makes_it(monkeypatch):
+    import hot.backends
+
+    asked = []
+
+    def made_by_kernel(numel, key, device):
+        asked.append((numel, key, device))
+        return torch.arange(numel, dtype=torch.float32)
+
+    monkeypatch.setattr(hot.backends, "device_uniform", made_by_kernel)
+    u = rounding.uniform((2, 3), 77, "cuda")
+    assert asked == [(6, 77, torch.device("cuda"))]
+    assert torch.equal(u, torch.arange(6, dtype=torch.float32).reshape(2, 3))
+
+
+def test_device_uniform_leaves_cpu_and_a_missing_extension_to_the_caller(monkeypatch):
+    import hot.backends
+
+    assert hot.backends.device_uniform(8, 1, torch.device("cpu")) is None
+    monkeypatch.setattr(hot.backends, "real_available", lambda: False)
+    assert hot.backends.device_uniform(8, 1, torch.device("cuda")) is None
+
+
 def test_uniform_is_deterministic_and_in_range():
     key = rounding.hash_key(seed=3, layer=1, step=7, stream=0)
     u1 = rounding.uniform((1000, 33), key)

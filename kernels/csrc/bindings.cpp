@@ -3,6 +3,7 @@
 // (TORCH_CHECK_VALUE, translated below); a failing kernel or GEMM raises RuntimeError. These checks are the only
 // ones on tensors: hot.backends.real calls check_* before the paths that run torch's own GEMMs.
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/extension.h>
@@ -409,6 +410,22 @@ void check_hla_matmul(const at::Tensor& g, const at::Tensor& g_scale, const at::
   check_scale(x_scale, "x_scale", x.size(1));
 }
 
+// hot.rounding.uniform's numbers for a tensor of numel elements (row-major indices), as float32 on the CUDA device
+// device_index: one kernel instead of the reference's int64 passes.
+at::Tensor hash_uniform(int64_t numel, int64_t key, int64_t device_index) {
+  TORCH_CHECK_VALUE(numel >= 0, "numel must be non-negative, got ", num(numel));
+  TORCH_CHECK_VALUE(key >= 0 && key <= 0xFFFFFFFFLL, "key must be a 32-bit unsigned integer, got ", num(key));
+  TORCH_CHECK_VALUE(device_index >= 0 && device_index < c10::cuda::device_count(), "device index ", num(device_index),
+                    " names no CUDA device (", num(c10::cuda::device_count()), " visible)");
+  const at::Device device(at::kCUDA, static_cast<c10::DeviceIndex>(device_index));
+  const c10::cuda::CUDAGuard guard(device);
+  auto out = at::empty({numel}, at::TensorOptions().dtype(at::kFloat).device(device));
+  if (numel == 0) return out;
+  hot::hash_uniform(out.data_ptr<float>(), numel, static_cast<uint32_t>(key), c10::cuda::getCurrentCUDAStream());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -426,6 +443,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("hla_quantize", &hla_quantize);
   m.def("quantize_grad_output", &quantize_grad_output);
   m.def("dequantize", &dequantize);
+  m.def("hash_uniform", &hash_uniform);
   m.def("codes_to_e4m3", &codes_to_e4m3);
   m.def("pack_int4", &pack_int4);
   m.def("cutlass_gemm_s4", &cutlass_gemm_s4);

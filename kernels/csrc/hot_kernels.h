@@ -70,6 +70,9 @@ void dequantize_i32(const int32_t* acc, int64_t m, int64_t n, const float* row, 
 void dequantize_f32(const float* acc, int64_t m, int64_t n, const float* row, bool row_vec, const float* col,
                     bool col_vec, float divisor, float* out, cudaStream_t stream);
 
+// hot.rounding.uniform: out[e] = the hash's uniform in [0, 1) for row-major index e (mod 2^32) under key, n floats.
+void hash_uniform(float* out, int64_t n, uint32_t key, cudaStream_t stream);
+
 // int8 codes (rows x cols) -> float8 e4m3 bytes (rows x cols_pad), zero padded; exact for |v| <= 16.
 void codes_to_e4m3(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pad, uint8_t* out,
                    cudaStream_t stream);

@@ -749,6 +749,20 @@ __global__ void dequantize_kernel(const Acc* __restrict__ acc, int64_t m, int64_
   }
 }
 
+// hot.rounding.uniform, four numbers a thread with one 16-byte store (out comes from torch's allocator: aligned).
+__global__ void hash_uniform_kernel(float* __restrict__ out, int64_t n, uint32_t key) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x * 4;
+  for (int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * 4; i < n; i += step) {
+    const uint64_t e = static_cast<uint64_t>(i);
+    if (i + 4 <= n) {
+      *reinterpret_cast<float4*>(out + i) = make_float4(hash_uniform(e, key), hash_uniform(e + 1, key),
+                                                        hash_uniform(e + 2, key), hash_uniform(e + 3, key));
+    } else {
+      for (int64_t k = i; k < n; ++k) out[k] = hash_uniform(static_cast<uint64_t>(k), key);
+    }
+  }
+}
+
 // 16 codes a thread, one 16-byte load and store, when nothing is padded and the rows are 16-byte aligned.
 __global__ void codes_to_e4m3_vec_kernel(const uint4* __restrict__ in, int64_t chunks, uint4* __restrict__ out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < chunks;
@@ -863,6 +877,10 @@ void codes_to_e4m3(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pa
   } else {
     codes_to_e4m3_kernel<<<grid_for(rows * cols_pad), kThreads, 0, stream>>>(in, rows, cols, cols_pad, out);
   }
+}
+
+void hash_uniform(float* out, int64_t n, uint32_t key, cudaStream_t stream) {
+  hash_uniform_kernel<<<grid_for((n + 3) / 4), kThreads, 0, stream>>>(out, n, key);
 }
 
 void pack_int4(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pad, uint8_t* out, cudaStream_t stream) {

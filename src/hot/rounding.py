@@ -121,6 +121,12 @@ def uniform(shape: torch.Size | tuple[int, ...], key: int, device: torch.device 
     if torch.device(device).type == "cpu":
         h = _fmix32_numpy(_fmix32_numpy(np.arange(numel, dtype=np.uint32)) ^ np.uint32(key))
         return torch.from_numpy(h >> np.uint32(8)).to(torch.float32).mul_(2.0**-24).reshape(shape)
+    device = torch.device(device)
+    from .backends import device_uniform  # here, not at the top: the backends import this module
+
+    made = device_uniform(numel, key, device)  # one kernel, where the extension is built (the same numbers)
+    if made is not None:
+        return made.reshape(shape)
     index = torch.arange(numel, dtype=torch.int64, device=device) & MASK32
     h = fmix32(fmix32(index) ^ key)
     return ((h >> 8).to(torch.float32) * (2.0**-24)).reshape(shape)

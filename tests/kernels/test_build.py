@@ -70,7 +70,8 @@ def test_the_extension_builds_for_sm80_and_sm90_and_imports_nothing_of_hot(built
     result = _run_with_ops(built, code)
     assert result.returncode == 0, result.stderr[-3000:]
     ops, hot_modules = result.stdout.splitlines()[-2:]
-    for op in ("hq_quantize_grad_output", "hla_quantize", "quantize_grad_output", "cutlass_gemm_s8", "check_hq_matmul"):
+    for op in ("hq_quantize_grad_output", "hla_quantize", "quantize_grad_output", "cutlass_gemm_s8", "check_hq_matmul",
+               "hash_uniform"):  # fmt: skip
         assert f"'{op}'" in ops
     assert hot_modules == "[]", f"hot_kernels imported {hot_modules}"
 
@@ -90,6 +91,9 @@ cases = [
     (lambda: _C.check_hla_matmul(i8, torch.ones(1), i8, torch.ones(1)), "g_codes must be on a CUDA device"),
     (lambda: _C.cutlass_gemm_s8(i8, i8), "a must be a CUDA tensor"),
     (lambda: _C.dequantize(i8.int(), torch.ones(4), torch.ones(1), 16.0), "acc must be a CUDA tensor"),
+    (lambda: _C.hash_uniform(-1, 0, 0), "numel must be non-negative, got -1"),
+    (lambda: _C.hash_uniform(4, 1 << 32, 0), "key must be a 32-bit unsigned integer"),
+    (lambda: _C.hash_uniform(4, 0, 0), "device index 0 names no CUDA device (0 visible)"),
 ]
 for call, message in cases:
     try:
@@ -102,7 +106,7 @@ print("checked", len(cases))
 """
     result = _run_with_ops(built, code)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip() == "checked 7"
+    assert result.stdout.strip() == "checked 10"
 
 
 def _cuobjdump(nvcc: str) -> str | None:

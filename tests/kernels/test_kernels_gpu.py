@@ -82,6 +82,28 @@ HLA_CASES = [
 # --- quantisers against the CPU reference -------------------------------------------------------
 
 
+@pytest.mark.parametrize("numel", [0, 1, 3, 4, 5, 1023, 1 << 20, 25216 * 3 + 1])
+@pytest.mark.parametrize("key", [0, 1, 0xFFFFFFFF, hash_key(5, 3, 11, Stream.GW_GRAD_OUTPUT, rank=2)])
+def test_hash_uniform_kernel_is_the_reference_uniform(numel: int, key: int) -> None:
+    from hot import rounding
+    from hot.backends.real import hash_uniform
+
+    made = hash_uniform(numel, key, CUDA)
+    assert made.dtype == torch.float32 and made.shape == (numel,) and made.is_cuda
+    assert torch.equal(made.cpu(), rounding.uniform((numel,), key))
+
+
+def test_uniform_on_cuda_equals_the_cpu_numbers_with_and_without_the_kernel(monkeypatch) -> None:
+    import hot.backends
+    from hot import rounding
+
+    key = hash_key(1, 2, 3, Stream.DROPOUT)
+    cpu = rounding.uniform((33, 517), key)
+    assert torch.equal(rounding.uniform((33, 517), key, CUDA).cpu(), cpu)  # the kernel
+    monkeypatch.setattr(hot.backends, "device_uniform", lambda *args: None)
+    assert torch.equal(rounding.uniform((33, 517), key, CUDA).cpu(), cpu)  # torch's int64 passes
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("granularity", ["per_token", "per_tensor"])
 @pytest.mark.parametrize(("rows", "cols"), [(197, 2304), (256, 768), (33, 100), (5, 48), (1, 16), (7, 7)])

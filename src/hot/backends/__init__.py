@@ -149,6 +149,16 @@ def real_available() -> bool:
     return True
 
 
+def device_uniform(numel: int, key: int, device: torch.device) -> torch.Tensor | None:
+    """:func:`hot.rounding.uniform`'s numbers (flat, float32) made on a CUDA ``device`` by the hot-kernels extension
+    in one kernel, or None where ``device`` is not CUDA or the extension does not load (the caller computes them)."""
+    if device.type != "cuda" or not real_available():
+        return None
+    from .real import hash_uniform
+
+    return hash_uniform(numel, key, device)
+
+
 @functools.cache
 def _backend(name: str, gemm: str, fused_grad_output: bool) -> Backend:
     if name == "fake":

@@ -47,7 +47,7 @@ from ..hla import lp_l1_rows, projected_rows
 from . import HLASpec, HQSpec, quantize_grad_output_separately
 from .reference import ReferenceBackend
 
-__all__ = ["RealBackend", "fp8_gemm_available", "load_ops", "mark_4bit"]
+__all__ = ["RealBackend", "fp8_gemm_available", "hash_uniform", "load_ops", "mark_4bit"]
 
 _E4M3 = torch.float8_e4m3fn
 _4BIT = "_hot_4bit_codes"
@@ -71,6 +71,12 @@ def fp8_gemm_available() -> bool:
     """Whether this torch runs FP8 GEMMs (``torch._scaled_mm``): builds for CUDA 12 and later; CUDA 11.8 has none."""
     cuda = torch.version.cuda
     return cuda is not None and int(cuda.split(".")[0]) >= 12 and hasattr(torch, "_scaled_mm")
+
+
+def hash_uniform(numel: int, key: int, device: torch.device) -> torch.Tensor:
+    """:func:`hot.rounding.uniform`'s numbers for ``numel`` row-major indices under ``key``: float32 on the CUDA
+    ``device``, from one kernel (the kernels' ``hash_uniform``, the same function bit for bit)."""
+    return load_ops().hash_uniform(numel, key, _device_index(device))
 
 
 def mark_4bit(codes: torch.Tensor) -> torch.Tensor:

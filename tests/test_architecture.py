@@ -96,7 +96,7 @@ def test_help_and_info_import_neither_timm_nor_torchvision() -> None:
 def test_import_hot_and_hot_slots_load_no_torch() -> None:
     """``hot slots`` wraps every training job of the workflow: its start must not pay for torch's import."""
     code = (
-        "import sys\nimport hot\nfrom hot.cli import main\n"
+        "import sys\nimport hot\nimport hot.gpu_slots\nfrom hot.cli import main\n"
         "try:\n    main(['slots', '--help'])\nexcept SystemExit:\n    pass\n"
         "print('LOADED', sorted(m for m in ('torch', 'numpy', 'timm') if m in sys.modules))"
     )
@@ -105,22 +105,27 @@ def test_import_hot_and_hot_slots_load_no_torch() -> None:
 
 
 def test_every_public_name_of_hot_resolves_to_its_definition() -> None:
-    import importlib
-
-    import hot
-
-    importlib.import_module("hot.convert")  # the module of the same name, imported first
-    assert callable(hot.convert) and hot.convert.__module__ == "hot.convert"
-    for name in hot.__all__:
-        value = getattr(hot, name)
-        if name == "lqs":
-            assert value is importlib.import_module("hot.lqs")
-        else:
-            assert value is getattr(importlib.import_module(f"hot.{hot._EXPORTS[name]}"), name)
-    assert set(hot.__all__) <= set(dir(hot))
-    try:
-        hot.not_a_name  # noqa: B018
-    except AttributeError as err:
-        assert "has no attribute 'not_a_name'" in str(err)
-    else:
-        raise AssertionError("hot.not_a_name resolved")
+    """In a fresh process: the module ``hot.convert`` imported first, ``hot.convert`` is still the function; every
+    public name is its defining module's; submodules are reachable from ``import hot`` alone; unknown names fail."""
+    code = """
+import importlib
+import hot
+for name in ("backends", "rounding", "lqs"):  # before anything else loads them
+    assert getattr(hot, name) is importlib.import_module(f"hot.{name}"), name
+importlib.import_module("hot.convert")
+assert callable(hot.convert) and hot.convert.__module__ == "hot.convert"
+for name in hot.__all__:
+    value = getattr(hot, name)
+    home = "hot.lqs" if name == "lqs" else f"hot.{hot._EXPORTS[name]}"
+    assert value is (importlib.import_module(home) if name == "lqs" else getattr(importlib.import_module(home), name))
+assert set(hot.__all__) <= set(dir(hot)) and "importlib" not in dir(hot)
+try:
+    hot.not_a_name
+except AttributeError as err:
+    assert "has no attribute 'not_a_name'" in str(err)
+else:
+    raise AssertionError("hot.not_a_name resolved")
+print("ok")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]

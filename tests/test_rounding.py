@@ -46,8 +46,13 @@ def test_uniform_on_cuda_takes_the_kernel_where_the_extension_makes_it(monkeypat
 
 def test_device_uniform_leaves_cpu_and_a_missing_extension_to_the_caller(monkeypatch):
     import hot.backends
+    import hot.backends.real
 
     assert hot.backends.device_uniform(8, 1, torch.device("cpu")) is None
+    # an extension built before the kernel existed: the torch ops compute the numbers
+    monkeypatch.setattr(hot.backends, "real_available", lambda: True)
+    monkeypatch.setattr(hot.backends.real, "hash_uniform_built", lambda: False)
+    assert hot.backends.device_uniform(8, 1, torch.device("cuda")) is None
     monkeypatch.setattr(hot.backends, "real_available", lambda: False)
     assert hot.backends.device_uniform(8, 1, torch.device("cuda")) is None
 

@@ -29,6 +29,14 @@ build() {
   echo "build: $(( $(date +%s) - start )) s for sm_${cap/./} (HOT_KERNELS_SM90A=$sm90a)"
 }
 
+# Whether the in-place hot_kernels imports and was built from these kernels/ sources (build_config's record).
+current_build() {
+  "$PY" -c 'import json, pathlib, sys
+import build_config, hot_kernels._C
+record = pathlib.Path(hot_kernels.__file__).parent / build_config.BUILD_INFO
+sys.exit(json.loads(record.read_text()).get("sources_sha256") != build_config.source_hash())' 2>/dev/null
+}
+
 while [ $# -gt 0 ]; do
   case "$1" in
     build) build ;;
@@ -76,8 +84,9 @@ while [ $# -gt 0 ]; do
           || { echo "pip install -e . failed" >&2; exit 1; }
       fi
       # kernels/ is on PYTHONPATH, so its hot_kernels (without _C on a fresh machine) shadows any other build: the
-      # in-place build is the one the workflow's kernels rule finds (and records as found)
-      "$PY" -c 'import hot_kernels._C' 2>/dev/null || { echo "hot_kernels._C does not import here: building it first"; build; }
+      # in-place build is the one the workflow's kernels rule finds (and records as found), so it must be of these
+      # sources (a warm machine may hold an earlier call's build of another tree)
+      current_build || { echo "no in-place hot_kernels build of these sources here: building it first"; build; }
       snakemake --unlock --config preset="$preset" >/dev/null 2>&1 || true
       start=$(date +%s)
       # SIGTERM lets the runs write their checkpoints; whatever still runs 20 s later is killed, so the piece ends

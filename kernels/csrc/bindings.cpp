@@ -421,6 +421,7 @@ at::Tensor hash_uniform(int64_t numel, int64_t key, int64_t device_index) {
   const c10::cuda::CUDAGuard guard(device);
   auto out = at::empty({numel}, at::TensorOptions().dtype(at::kFloat).device(device));
   if (numel == 0) return out;
+  check_aligned(out, "hash_uniform's output");  // the kernel's 16-byte stores
   hot::hash_uniform(out.data_ptr<float>(), numel, static_cast<uint32_t>(key), c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;

@@ -8,10 +8,11 @@ See ``docs/method.md`` for the data flow and the names used here.
 
 from __future__ import annotations
 
-import importlib
-import sys
-import types
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+import sys as _sys
+import types as _types
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 __version__ = "0.1.0"
 
@@ -37,7 +38,7 @@ _EXPORTS = {
 
 __all__ = sorted([*_EXPORTS, "lqs"])
 
-if TYPE_CHECKING:  # for type checkers and editors; "X as X" marks a re-export
+if _TYPE_CHECKING:  # for type checkers and editors; "X as X" marks a re-export
     from . import lqs as lqs
     from .config import METHODS as METHODS
     from .config import PRESETS as PRESETS
@@ -56,28 +57,32 @@ if TYPE_CHECKING:  # for type checkers and editors; "X as X" marks a re-export
     from .rounding import set_rounding_rank as set_rounding_rank
 
 
-def __getattr__(name: str) -> Any:
-    if name == "lqs":
-        return importlib.import_module(".lqs", __name__)
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'hot' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    globals()[name] = value  # looked up once
-    return value
+def __getattr__(name: str) -> _Any:
+    if name in _EXPORTS:
+        value = getattr(_importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value  # looked up once
+        return value
+    try:  # a submodule (hot.backends, hot.rounding, hot.lqs ...), as an eager package would have it loaded
+        return _importlib.import_module(f".{name}", __name__)
+    except ModuleNotFoundError as err:
+        if err.name != f"{__name__}.{name}":
+            raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    loaded = {n for n, v in globals().items() if isinstance(v, _types.ModuleType) and not n.startswith("_")}
+    return sorted({*__all__, *loaded, "__version__"})
 
 
-class _Package(types.ModuleType):
+class _Package(_types.ModuleType):
     """``hot`` itself. Importing a submodule binds it to its name in the package; ``hot.convert`` names the
     function, not the module ``hot.convert`` it lives in, whichever of the two is imported first."""
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, types.ModuleType) and _EXPORTS.get(name) == name:
+    def __setattr__(self, name: str, value: _Any) -> None:
+        if isinstance(value, _types.ModuleType) and _EXPORTS.get(name) == name:
             return
         super().__setattr__(name, value)
 
 
-sys.modules[__name__].__class__ = _Package
+_sys.modules[__name__].__class__ = _Package

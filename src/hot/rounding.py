@@ -118,10 +118,10 @@ def uniform(shape: torch.Size | tuple[int, ...], key: int, device: torch.device 
     numel = 1
     for s in shape:
         numel *= int(s)
-    if torch.device(device).type == "cpu":
+    device = torch.device(device)
+    if device.type == "cpu":
         h = _fmix32_numpy(_fmix32_numpy(np.arange(numel, dtype=np.uint32)) ^ np.uint32(key))
         return torch.from_numpy(h >> np.uint32(8)).to(torch.float32).mul_(2.0**-24).reshape(shape)
-    device = torch.device(device)
     from .backends import device_uniform  # here, not at the top: the backends import this module
 
     made = device_uniform(numel, key, device)  # one kernel, where the extension is built (the same numbers)

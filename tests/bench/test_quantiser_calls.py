@@ -23,6 +23,7 @@ def test_calls_each_quantiser_on_the_cpu_reference(monkeypatch):
     # warm-up and profiled round; quantize_grad_output calls the separate quantisers on the fake backend
     assert called.count("quantize_grad_output") == 2
     assert called.count("hq_quantize_weight") == 2
+    assert called.count("hq_quantize_grad_output") == 4  # g_y directly, then inside quantize_grad_output
     assert called.count("hla_quantize") == 6  # x and g_y, then g_y again inside quantize_grad_output
 
 

@@ -96,7 +96,9 @@ def test_hash_uniform_kernel_is_the_reference_uniform(numel: int, key: int) -> N
 def test_uniform_on_cuda_equals_the_cpu_numbers_with_and_without_the_kernel(monkeypatch) -> None:
     import hot.backends
     from hot import rounding
+    from hot.backends.real import hash_uniform_built
 
+    assert hot.backends.real_available() and hash_uniform_built()  # so the first call below takes the kernel
     key = hash_key(1, 2, 3, Stream.DROPOUT)
     cpu = rounding.uniform((33, 517), key)
     assert torch.equal(rounding.uniform((33, 517), key, CUDA).cpu(), cpu)  # the kernel

@@ -151,12 +151,13 @@ def real_available() -> bool:
 
 def device_uniform(numel: int, key: int, device: torch.device) -> torch.Tensor | None:
     """:func:`hot.rounding.uniform`'s numbers (flat, float32) made on a CUDA ``device`` by the hot-kernels extension
-    in one kernel, or None where ``device`` is not CUDA or the extension does not load (the caller computes them)."""
+    in one kernel, or None where ``device`` is not CUDA or the loaded extension has no such kernel (not built, or
+    built before it existed): the caller then computes the same numbers with torch ops."""
     if device.type != "cuda" or not real_available():
         return None
-    from .real import hash_uniform
+    from .real import hash_uniform, hash_uniform_built
 
-    return hash_uniform(numel, key, device)
+    return hash_uniform(numel, key, device) if hash_uniform_built() else None
 
 
 @functools.cache

@@ -37,6 +37,7 @@ problem; specs are checked when they are made (:class:`hot.backends.HQSpec`, :cl
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from types import ModuleType
 
@@ -47,7 +48,7 @@ from ..hla import lp_l1_rows, projected_rows
 from . import HLASpec, HQSpec, quantize_grad_output_separately
 from .reference import ReferenceBackend
 
-__all__ = ["RealBackend", "fp8_gemm_available", "hash_uniform", "load_ops", "mark_4bit"]
+__all__ = ["RealBackend", "fp8_gemm_available", "hash_uniform", "hash_uniform_built", "load_ops", "mark_4bit"]
 
 _E4M3 = torch.float8_e4m3fn
 _4BIT = "_hot_4bit_codes"
@@ -71,6 +72,12 @@ def fp8_gemm_available() -> bool:
     """Whether this torch runs FP8 GEMMs (``torch._scaled_mm``): builds for CUDA 12 and later; CUDA 11.8 has none."""
     cuda = torch.version.cuda
     return cuda is not None and int(cuda.split(".")[0]) >= 12 and hasattr(torch, "_scaled_mm")
+
+
+@functools.cache
+def hash_uniform_built() -> bool:
+    """Whether the loaded extension has the ``hash_uniform`` kernel (a build older than it has not)."""
+    return hasattr(load_ops(), "hash_uniform")
 
 
 def hash_uniform(numel: int, key: int, device: torch.device) -> torch.Tensor:

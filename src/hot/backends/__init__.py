@@ -7,6 +7,11 @@ INT8 codes, integer or FP8 tensor-core GEMMs) and must reproduce ``fake``'s code
 :func:`hot.methods.layer_specs` builds them for a layer. :func:`create_backend` builds the backend a
 :class:`hot.HOTConfig` names, with its options (``gemm``, ``fused_grad_output``).
 
+On a CUDA device, wherever the extension is built, ``fake``'s stochastic-rounding numbers come from the kernels'
+``hash_uniform`` (:func:`device_uniform`), the same numbers as the CPU definition in :mod:`hot.rounding`: a GPU
+comparison of ``fake`` and ``real`` on one device therefore shares the hash, which only the GPU test against the
+CPU numbers (``tests/kernels/test_kernels_gpu.py``) checks on its own.
+
 Bad specs raise ``ValueError`` here; bad tensors raise ``ValueError`` from the backend that reads them (the
 compiled ops' C++ checks for ``real``).
 """

@@ -78,11 +78,13 @@ std::vector<at::Tensor> hq_quantize_grad_output(const at::Tensor& g_y, int64_t b
   auto opts = g_y.options();
   auto codes = at::empty(g_y.sizes(), opts.dtype(fp8 ? at::kFloat8_e4m3fn : at::kChar));
   auto scale = per_token ? at::empty({g_y.size(0), 1}, opts.dtype(at::kFloat)) : at::empty({}, opts.dtype(at::kFloat));
-  auto amax = at::zeros({1}, opts.dtype(at::kInt));
+  // Only a per-tensor scale reduces through the zeroed amax scratch (per token: no scratch, no memset launch).
+  auto amax = per_token ? at::Tensor() : at::zeros({1}, opts.dtype(at::kInt));
   if (g_y.numel() > 0) {
     hot::hq_quantize_grad_output(g_y.data_ptr(), type, g_y.size(0), g_y.size(1), static_cast<int>(block), qmax,
                                  per_token, static_cast<uint32_t>(key), fp8, static_cast<int8_t*>(codes.data_ptr()),
-                                 scale.data_ptr<float>(), reinterpret_cast<uint32_t*>(amax.data_ptr<int32_t>()),
+                                 scale.data_ptr<float>(),
+                                 per_token ? nullptr : reinterpret_cast<uint32_t*>(amax.data_ptr<int32_t>()),
                                  c10::cuda::getCurrentCUDAStream());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }

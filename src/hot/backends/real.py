@@ -263,11 +263,11 @@ class RealBackend:
             # reference's (acc · row) · (col / block) up to fp32 rounding of the scale products (measured at most
             # 1.9e-7 relative). Two per-tensor scales are the tensor-wise recipe, which takes them as they are;
             # otherwise both are row-wise vectors. block is a power of two: · (1 / block) is / block exactly.
-            col_block = col * (1.0 / block)
             if row.numel() == 1 and col.numel() == 1:
-                scale_a, scale_b = row.reshape(()), col_block.reshape(())
+                scale_a, scale_b = row.reshape(()), (col * (1.0 / block)).reshape(())
             else:
-                scale_a, scale_b = _scale_vector(row, m).reshape(m, 1), _scale_vector(col_block, n).reshape(1, n)
+                # one elementwise op makes W's n row-wise scales (the per-tensor one repeated, or its vector)
+                scale_a, scale_b = _scale_vector(row, m).reshape(m, 1), (col.expand(n) * (1.0 / block)).reshape(1, n)
             return torch._scaled_mm(
                 self._e4m3(a, kp),
                 self._e4m3(b_t, kp).t(),

@@ -1,7 +1,9 @@
 """Each quantiser of the real backend called once at a ViT-B/16 layer's shape, after one warm-up call: a short,
 fixed sequence of kernels for a profiler to read (``ncu``), with no CUDA graphs or timing loops in the way.
 
-    ncu --clock-control none -k regex:'hla|grad_output|weight|sawb' python -m hot.bench.quantiser_calls fc1
+    ncu --clock-control none --profile-from-start off -k regex:'hla|grad_output|weight|sawb' \\
+        --section SpeedOfLight --section InstructionStats --section ComputeWorkloadAnalysis \\
+        python -m hot.bench.quantiser_calls fc1
 
 Calls, in order, per layer named (qkv, proj, fc1, fc2; default fc1): the HLA quantiser of x (ABC, nearest), of
 g_y (stochastic), the HQ quantiser of g_y, the weight quantiser, then the fused g_y quantiser (both code sets).

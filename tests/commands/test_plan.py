@@ -71,6 +71,10 @@ def test_gpu_hours_are_runs_x_epochs_x_steps_x_step_time(plan_file: Path) -> Non
     assert table2["runs"] == 3 and table2["unmeasured"] == ["ablations/b-hot"]
     assert table2["gpu_hours"] == pytest.approx(50 * (100 + 391) * 0.36 / 3600)
     assert estimate["measured_on"] == ["NVIDIA H100"]
+    assert estimate["methods"] == {
+        "fp": {"runs": 1, "gpu_hours": pytest.approx(50 * 391 * 0.2 / 3600), "unpriced": 0},
+        "hot": {"runs": 3, "gpu_hours": pytest.approx(50 * (391 + 100) * 0.36 / 3600), "unpriced": 1},
+    }
 
 
 def test_hot_plan_prints_each_table_and_names_what_has_no_measurement(
@@ -83,6 +87,9 @@ def test_hot_plan_prints_each_table_and_names_what_has_no_measurement(
     assert "step times measured on NVIDIA H100" in text
     assert f"{'table1':<18} {2:>5} {50 * 391 * 0.56 / 3600:>11.1f}" in text
     assert "no measurement (1 runs, not in the sums above):\n  ablations/b-hot" in text
+    hot_hours, total = 50 * 491 * 0.36 / 3600, 50 * (391 * 0.56 + 100 * 0.36) / 3600
+    assert f"{'hot':<20} {3:>5} {hot_hours:>11.1f} {hot_hours / total:>6.0%}  1" in text  # the larger share first
+    assert text.index(f"{'hot':<20} ") < text.index(f"{'fp':<20} ")
     assert json.loads(out.read_text())["tables"]["table2"]["unmeasured"] == ["ablations/b-hot"]
 
 

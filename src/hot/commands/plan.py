@@ -153,8 +153,8 @@ def _derived_step(m: Mapping[str, Any], settings: Mapping[str, Any]) -> tuple[fl
 
 
 def estimate_plan(plan: Mapping[str, Any], measured: Path, gpus: int = 1) -> dict[str, Any]:
-    """Each run's GPU-hours, measured or derived (None: no run of its model was measured, ``why`` says so), and each
-    table's sum over its distinct runs."""
+    """Each run's GPU-hours, measured or derived (None: no run of its model was measured, ``why`` says so), each
+    table's sum over its distinct runs, and each method's sum over its runs."""
     from ..train.config import TrainConfig
 
     runs: dict[str, dict[str, Any]] = {}
@@ -210,13 +210,21 @@ def estimate_plan(plan: Mapping[str, Any], measured: Path, gpus: int = 1) -> dic
             "derived": [k for k in keys if runs[k].get("priced") == "derived"],
             "unmeasured": [k for k in keys if runs[k]["gpu_hours"] is None],
         }
+    methods: dict[str, dict[str, Any]] = {}
+    for key, r in runs.items():
+        m = methods.setdefault(str(resolved[key]["method"]), {"runs": 0, "gpu_hours": 0.0, "unpriced": 0})
+        m["runs"] += 1
+        if r["gpu_hours"] is None:
+            m["unpriced"] += 1
+        else:
+            m["gpu_hours"] = math.fsum([m["gpu_hours"], r["gpu_hours"]])
     devices = sorted({r["device"] for r in runs.values() if "device" in r})
-    return {"preset": plan.get("preset"), "measured_on": devices, "runs": runs, "tables": tables}
+    return {"preset": plan.get("preset"), "measured_on": devices, "runs": runs, "tables": tables, "methods": methods}
 
 
 def report(estimate: Mapping[str, Any]) -> str:
-    """The estimate as text: one line a table, then a total over the distinct runs, the derived prices and where
-    they come from, and what has no price."""
+    """The estimate as text: one line a table, then a total over the distinct runs, the hours per method, the
+    derived prices and where they come from, and what has no price."""
     runs, tables = estimate["runs"], estimate["tables"]
     devices = estimate["measured_on"]
     lines = [
@@ -235,6 +243,11 @@ def report(estimate: Mapping[str, Any]) -> str:
     lines.append(
         f"{'all (distinct runs)':<18} {len(runs):>5} {total:>11.1f} {len(derived):>8}  {len(unmeasured) or ''}"
     )
+    # where the hours go: one baseline's slow steps can outweigh everything else
+    lines += ["", f"{'method':<20} {'runs':>5} {'GPU-hours':>11} {'share':>6}  unpriced"]
+    for method, m in sorted(estimate["methods"].items(), key=lambda item: -item[1]["gpu_hours"]):
+        share = f"{m['gpu_hours'] / total:.0%}" if total else "-"
+        lines.append(f"{method:<20} {m['runs']:>5} {m['gpu_hours']:>11.1f} {share:>6}  {m['unpriced'] or ''}")
     if derived:
         lines += ["", f"derived (no measurement of their own; {len(derived)} runs, in the sums above):"]
         for key in derived:

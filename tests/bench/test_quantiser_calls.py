@@ -1,6 +1,5 @@
 """hot.bench.quantiser_calls: every quantiser called once at a ViT-B layer's shape (for a profiler to read)."""
 
-import pytest
 import torch
 
 from hot.bench import quantiser_calls
@@ -33,11 +32,3 @@ def test_main_refuses_unknown_layers_and_a_missing_gpu(monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert quantiser_calls.main(["fc1"]) == 2
     assert "no CUDA GPU" in capsys.readouterr().err
-
-
-@pytest.mark.gpu
-def test_calls_each_quantiser_on_the_real_backend():
-    pytest.importorskip("hot_kernels._C")
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU")
-    assert quantiser_calls.call_quantisers("qkv", batch=2) == 5

@@ -82,6 +82,12 @@ HLA_CASES = [
 # --- quantisers against the CPU reference -------------------------------------------------------
 
 
+def test_the_profiling_driver_calls_each_quantiser_on_the_real_backend() -> None:
+    from hot.bench.quantiser_calls import call_quantisers
+
+    assert call_quantisers("qkv", batch=2) == 5  # what `ncu ... python -m hot.bench.quantiser_calls` profiles
+
+
 @pytest.mark.parametrize("numel", [0, 1, 3, 4, 5, 1023, 1 << 20, 25216 * 3 + 1])
 @pytest.mark.parametrize("key", [0, 1, 0xFFFFFFFF, hash_key(5, 3, 11, Stream.GW_GRAD_OUTPUT, rank=2)])
 def test_hash_uniform_kernel_is_the_reference_uniform(numel: int, key: int) -> None:

@@ -11,8 +11,8 @@ enum class InType : int { F32 = 0, F16 = 1, BF16 = 2 };
 
 // Q(HT(g_y)): block Hadamard (n = block) along the rows of g_y (L x O), stochastic rounding by the
 // counter hash. per_token: one scale per row; else one scale for the tensor (scale[0]).
-// amax_bits: one zeroed uint32 of scratch (per-tensor only; unused, may be null, per token). codes: int8 (L x O), row-major; with fp8
-// the same values as float8 e4m3 bytes (the FP8 GEMM's operand).
+// amax_bits: one zeroed uint32 of scratch (per-tensor only; unused, may be null, per token). codes: int8 (L x O),
+// row-major; with fp8 the same values as float8 e4m3 bytes (the FP8 GEMM's operand).
 void hq_quantize_grad_output(const void* g_y, InType type, int64_t rows, int64_t cols, int block, int qmax,
                              bool per_token, uint32_t key, bool fp8, int8_t* codes, float* scale, uint32_t* amax_bits,
                              cudaStream_t stream);

@@ -210,14 +210,17 @@ def estimate_plan(plan: Mapping[str, Any], measured: Path, gpus: int = 1) -> dic
             "derived": [k for k in keys if runs[k].get("priced") == "derived"],
             "unmeasured": [k for k in keys if runs[k]["gpu_hours"] is None],
         }
-    methods: dict[str, dict[str, Any]] = {}
+    by_method: dict[str, list[float | None]] = {}
     for key, r in runs.items():
-        m = methods.setdefault(str(resolved[key]["method"]), {"runs": 0, "gpu_hours": 0.0, "unpriced": 0})
-        m["runs"] += 1
-        if r["gpu_hours"] is None:
-            m["unpriced"] += 1
-        else:
-            m["gpu_hours"] = math.fsum([m["gpu_hours"], r["gpu_hours"]])
+        by_method.setdefault(str(resolved[key]["method"]), []).append(r["gpu_hours"])
+    methods = {
+        method: {
+            "runs": len(hours),
+            "gpu_hours": math.fsum(h for h in hours if h is not None),
+            "unpriced": sum(h is None for h in hours),
+        }
+        for method, hours in by_method.items()
+    }
     devices = sorted({r["device"] for r in runs.values() if "device" in r})
     return {"preset": plan.get("preset"), "measured_on": devices, "runs": runs, "tables": tables, "methods": methods}
 

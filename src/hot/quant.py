@@ -25,6 +25,12 @@ def qmax(bits: int) -> int:
     return 2 ** (bits - 1) - 1
 
 
+def _over_qmax(t: torch.Tensor, bits: int) -> torch.Tensor:
+    # A tensor divisor: torch divides a CUDA tensor by a Python number through its reciprocal, which can differ from
+    # the division in the last bit; by a tensor it divides on every device, so scales are the same everywhere.
+    return t / torch.full_like(t, float(qmax(bits)))
+
+
 def absmax_scale(t: torch.Tensor, bits: int, granularity: str = "per_tensor") -> torch.Tensor:
     """float32 scale ``max|t| / qmax`` per tensor (shape ()), per row (L, 1) or per column (1, C).
 
@@ -41,7 +47,7 @@ def absmax_scale(t: torch.Tensor, bits: int, granularity: str = "per_tensor") ->
         amax = t.abs().amax(dim=0, keepdim=True)
     else:
         raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
-    scale = amax / qmax(bits)
+    scale = _over_qmax(amax, bits)
     return torch.where(amax == 0, torch.ones_like(scale), scale)
 
 
@@ -58,7 +64,7 @@ def sawb_scale(w: torch.Tensor, bits: int = 4) -> torch.Tensor:
         clip = torch.where(clip > 0, clip, amax)
     else:
         clip = amax
-    scale = clip / qmax(bits)
+    scale = _over_qmax(clip, bits)
     return torch.where(clip > 0, scale, torch.ones_like(scale))
 
 

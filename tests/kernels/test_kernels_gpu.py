@@ -15,7 +15,7 @@ from hot.backends.reference import ReferenceBackend
 from hot.bench.equivalence import code_mismatches, equivalence
 from hot.hadamard import block_hadamard, largest_block
 from hot.hla import HLAWindows, TokenGrid, hla_windows, lp_l1_rows
-from hot.quant import quantize, sawb_scale
+from hot.quant import absmax_scale, quantize, sawb_scale
 from hot.rounding import Stream, hash_key
 
 pytestmark = pytest.mark.gpu
@@ -239,6 +239,27 @@ def test_hla_official_blocking_falls_back_exactly(kernel_backend) -> None:
     spec = HLASpec(hla_windows(24, "official"), 8, 8, "stochastic", "per_tensor", 9)
     ref_codes, ref_scale = REF.hla_quantize(t, spec)
     codes, scale = kernel_backend.hla_quantize(t.to(CUDA), spec)
+    _assert_codes(codes, ref_codes)
+    _assert_bits(scale, ref_scale)
+
+
+@pytest.mark.parametrize("granularity", ["per_tensor", "per_token", "per_channel"])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_absmax_scale_on_cuda_is_the_cpus(granularity: str, bits: int) -> None:
+    """The scale divides by qmax on the GPU too (by a Python number torch would multiply by its reciprocal, which
+    differs from the division in the last bit for many values): the fake backend's GPU numbers are the CPU's."""
+    t = _randn(4096, 257, seed=21)
+    assert torch.equal(absmax_scale(t.to(CUDA), bits, granularity).cpu(), absmax_scale(t, bits, granularity))
+
+
+def test_official_blocking_of_vit_b_stays_on_the_gpu(kernel_backend) -> None:
+    """ViT-B's T = 197 under the authors' blocking (block 1) runs the reference ops on the GPU, with the CPU's
+    codes: at batch 64 the CPU took about a minute a training step."""
+    t = _randn(64 * 197, 768, seed=5)
+    spec = HLASpec(hla_windows(197, "official"), 8, 8, "stochastic", "per_tensor", 3)
+    codes, scale = kernel_backend.hla_quantize(t.to(CUDA), spec)
+    assert codes.device.type == "cuda" and scale.device.type == "cuda"
+    ref_codes, ref_scale = REF.hla_quantize(t, spec)
     _assert_codes(codes, ref_codes)
     _assert_bits(scale, ref_scale)
 

@@ -1,0 +1,162 @@
+"""Data-parallel HOT training on one machine's GPUs, measured (how ``kernels/results/ddp_*.json`` were made).
+
+``python -m hot.bench.ddp_scaling --out OUT.json`` runs, each as its own ``hot train`` process group on the real
+kernels (``vit_tiny_fmnist`` on full Fashion-MNIST, the gpu preset's recipe, global batch 128):
+
+- ``scaling``: every seed on one GPU and under ``torchrun`` on ``--gpus`` GPUs, the same global batch: final top-1,
+  the median step time and the run's wall time (the epochs' step times are each epoch's median);
+- ``resume``: a one-GPU run killed (SIGKILL) once its first epoch's checkpoint exists, then resumed on ``--gpus``
+  GPUs to the end;
+- ``compile``: ``torch_compile: inductor`` under ``torchrun`` for a few steps, with ``TORCH_LOGS=recompiles``: the
+  recompilations logged after the first graphs (none expected).
+
+Each piece's command and log tail are kept in the JSON; nothing here asserts: the numbers are the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..results import environment, write_json_atomic
+
+CONFIG: dict[str, Any] = {
+    "model": "vit_tiny_fmnist",
+    "dataset": "fashion_mnist",
+    "recipe": "embedded_pretrain",
+    "method": "hot",
+    "hot": {"backend": "real"},
+    "exclude": ["head", "fc"],
+    "batch_size": 128,
+    "lr": 1e-3,
+    "weight_decay": 0.05,
+    "device": "cuda",
+    "int8_warmup_epochs": 0,
+}
+RECOMPILE = re.compile(r"Recompiling function", re.IGNORECASE)
+
+
+def _command(world: int, out: Path, config: Path, sets: dict[str, Any]) -> list[str]:
+    launcher = [sys.executable]
+    if world > 1:
+        launcher += ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}"]
+    overrides = [item for k, v in sets.items() for item in ("--set", f"{k}={json.dumps(v)}")]
+    return [*launcher, "-m", "hot.cli", "train", "--out", str(out), "--config", str(config), *overrides]
+
+
+def _visible(world: int) -> dict[str, str]:
+    # the package this module is part of, for the child processes, wherever they start
+    path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(world)), "PYTHONPATH": path}
+
+
+def _summary(out: Path) -> dict[str, Any]:
+    metrics = json.loads((out / "metrics.json").read_text())
+    steps = [e["step_time_s"] for e in metrics["epochs"] if e.get("step_time_s") is not None]
+    return {
+        "final_top1": metrics["final_top1"],
+        "world_size": metrics["world_size"],
+        "step_time_ms": 1000 * statistics.median(steps) if steps else None,
+        "wall_time_s": metrics["wall_time_s"],
+        "epochs": len(metrics["epochs"]),
+    }
+
+
+def _run(world: int, out: Path, config: Path, sets: dict[str, Any], env: dict[str, str] | None = None) -> dict:
+    command = _command(world, out, config, sets)
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env or _visible(world), capture_output=True, text=True)
+    record: dict[str, Any] = {"command": " ".join(command), "seconds": time.perf_counter() - started}
+    record["returncode"] = done.returncode
+    record["log_tail"] = (done.stdout + done.stderr)[-3000:]
+    if done.returncode == 0:
+        record.update(_summary(out))
+    return record
+
+
+def scaling(work: Path, config: Path, gpus: int, seeds: list[int], epochs: int) -> list[dict[str, Any]]:
+    rows = []
+    for seed in seeds:
+        for world in (1, gpus):
+            row = _run(world, work / f"scaling-w{world}-s{seed}", config, {"seed": seed, "epochs": epochs})
+            rows.append({"seed": seed, "gpus": world, **row})
+            print(
+                f"scaling: seed {seed}, {world} GPU(s): {row.get('final_top1')}% top-1, "
+                f"{row.get('step_time_ms')} ms a step, rc {row['returncode']}",
+                file=sys.stderr,
+            )
+    return rows
+
+
+def resume(work: Path, config: Path, gpus: int, epochs: int, timeout: float = 600.0) -> dict[str, Any]:
+    out = work / "resume"
+    sets = {"seed": 0, "epochs": epochs}
+    first = subprocess.Popen(
+        _command(1, out, config, sets),
+        env=_visible(1),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + timeout
+    while not (out / "checkpoint.pt").is_file() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    killed = first.poll() is None
+    if killed:
+        os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    record: dict[str, Any] = {"killed_after_checkpoint": killed and (out / "checkpoint.pt").is_file()}
+    record.update(_run(gpus, out, config, sets))
+    return record
+
+
+def compiled(work: Path, config: Path, gpus: int, steps: int) -> dict[str, Any]:
+    env = {**_visible(gpus), "TORCH_LOGS": "recompiles"}
+    sets = {"seed": 0, "epochs": 1, "max_train_batches": steps, "torch_compile": "inductor"}
+    record = _run(gpus, work / "compile", config, sets, env)
+    record["recompiles"] = len(RECOMPILE.findall(record["log_tail"]))
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="the JSON written")
+    parser.add_argument("--work", type=Path, default=Path("results/ddp"), help="the runs' output directories")
+    parser.add_argument("--gpus", type=int, default=2)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--compile-steps", type=int, default=40)
+    parser.add_argument("--override", type=json.loads, default={}, help="JSON merged into the config (a CPU dry run)")
+    parser.add_argument(
+        "--parts", nargs="+", default=["scaling", "resume", "compile"], choices=["scaling", "resume", "compile"]
+    )
+    args = parser.parse_args(argv)
+    args.work.mkdir(parents=True, exist_ok=True)
+    config = args.work / "config.json"  # JSON is YAML: hot train reads it as its config file
+    settings = {**CONFIG, **args.override}
+    config.write_text(json.dumps(settings))
+    result: dict[str, Any] = {"environment": environment(), "config": settings, "gpus": args.gpus}
+    if "scaling" in args.parts:
+        result["scaling"] = scaling(args.work, config, args.gpus, args.seeds, args.epochs)
+        write_json_atomic(args.out, result)
+    if "resume" in args.parts:
+        result["resume"] = resume(args.work, config, args.gpus, args.epochs)
+        write_json_atomic(args.out, result)
+    if "compile" in args.parts:
+        result["compile"] = compiled(args.work, config, args.gpus, args.compile_steps)
+    write_json_atomic(args.out, result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -78,6 +78,7 @@ def _run(world: int, out: Path, config: Path, sets: dict[str, Any], env: dict[st
     record: dict[str, Any] = {"command": " ".join(command), "seconds": time.perf_counter() - started}
     record["returncode"] = done.returncode
     record["log_tail"] = (done.stdout + done.stderr)[-3000:]
+    record["recompiles_logged"] = len(RECOMPILE.findall(done.stdout + done.stderr))  # with TORCH_LOGS=recompiles
     if done.returncode == 0:
         record.update(_summary(out))
     return record
@@ -123,9 +124,7 @@ def resume(work: Path, config: Path, gpus: int, epochs: int, timeout: float = 60
 def compiled(work: Path, config: Path, gpus: int, steps: int) -> dict[str, Any]:
     env = {**_visible(gpus), "TORCH_LOGS": "recompiles"}
     sets = {"seed": 0, "epochs": 1, "max_train_batches": steps, "torch_compile": "inductor"}
-    record = _run(gpus, work / "compile", config, sets, env)
-    record["recompiles"] = len(RECOMPILE.findall(record["log_tail"]))
-    return record
+    return _run(gpus, work / "compile", config, sets, env)
 
 
 def main(argv: list[str] | None = None) -> int:

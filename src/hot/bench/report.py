@@ -218,7 +218,7 @@ def comparison_lines(
     env = old.get("environment", {})
     lines = [
         f"compared with {against} (commit {env.get('git_commit') or '?'}, {env.get('date') or 'undated'}); "
-        f"REGRESSED: worse by more than {REGRESSION_THRESHOLD:.0%}"
+        f"a metric worse by more than {REGRESSION_THRESHOLD:.0%} is marked REGRESSED"
     ]
     for name, (was, now) in settings_differences(old, new).items():
         lines.append(f"  settings differ: {name} {was!r} then, {now!r} now")

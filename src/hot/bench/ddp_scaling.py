@@ -1,9 +1,10 @@
 """Data-parallel HOT training on one machine's GPUs, measured (how ``kernels/results/ddp_*.json`` were made).
 
-``python -m hot.bench.ddp_scaling --out OUT.json`` runs, each as its own ``hot train`` process group on the real
-kernels (``vit_tiny_fmnist`` on full Fashion-MNIST, the gpu preset's recipe, global batch 128):
+``python -m hot.bench.ddp_scaling OUT.json [gpus=2] [seeds=0,1] ...`` (:data:`USAGE`) runs, each as its own
+``hot train`` process group on the real kernels (``vit_tiny_fmnist`` on full Fashion-MNIST, the gpu preset's
+recipe, global batch 128):
 
-- ``scaling``: every seed on one GPU and under ``torchrun`` on ``--gpus`` GPUs, the same global batch: final top-1,
+- ``scaling``: every seed on one GPU and under ``torchrun`` on ``gpus`` GPUs, the same global batch: final top-1,
   the median step time and the run's wall time (the epochs' step times are each epoch's median);
 - ``resume``: a one-GPU run killed (SIGKILL) once its first epoch's checkpoint exists, then resumed on ``--gpus``
   GPUs to the end;
@@ -15,7 +16,6 @@ Each piece's command and log tail are kept in the JSON; nothing here asserts: th
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -127,33 +128,68 @@ def compiled(work: Path, config: Path, gpus: int, steps: int) -> dict[str, Any]:
     return _run(gpus, work / "compile", config, sets, env)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="the JSON written")
-    parser.add_argument("--work", type=Path, default=Path("results/ddp"), help="the runs' output directories")
-    parser.add_argument("--gpus", type=int, default=2)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--compile-steps", type=int, default=40)
-    parser.add_argument("--override", type=json.loads, default={}, help="JSON merged into the config (a CPU dry run)")
-    parser.add_argument(
-        "--parts", nargs="+", default=["scaling", "resume", "compile"], choices=["scaling", "resume", "compile"]
-    )
-    args = parser.parse_args(argv)
-    args.work.mkdir(parents=True, exist_ok=True)
-    config = args.work / "config.json"  # JSON is YAML: hot train reads it as its config file
-    settings = {**CONFIG, **args.override}
+USAGE = (
+    "usage: python -m hot.bench.ddp_scaling OUT.json [gpus=2] [seeds=0,1] [epochs=2] [compile_steps=40] "
+    "[parts=scaling,resume,compile] [work=results/ddp] [override=JSON]"
+)
+DEFAULTS: dict[str, Any] = {
+    "gpus": 2,
+    "seeds": [0, 1],
+    "epochs": 2,
+    "compile_steps": 40,
+    "parts": ["scaling", "resume", "compile"],
+    "work": "results/ddp",
+    "override": {},
+}
+PARTS = ("scaling", "resume", "compile")
+
+
+def parse(argv: Sequence[str]) -> tuple[Path, dict[str, Any]]:
+    """OUT.json and the ``key=value`` settings over :data:`DEFAULTS`; a ValueError names what is wrong."""
+    if not argv or "=" in argv[0]:
+        raise ValueError("the JSON to write comes first")
+    settings = dict(DEFAULTS)
+    for item in argv[1:]:
+        key, sep, value = item.partition("=")
+        if not sep or key not in DEFAULTS:
+            raise ValueError(f"{item!r}: expected key=value with key one of {', '.join(DEFAULTS)}")
+        if key in ("gpus", "epochs", "compile_steps"):
+            settings[key] = int(value)
+        elif key == "seeds":
+            settings[key] = [int(v) for v in value.split(",")]
+        elif key == "parts":
+            settings[key] = value.split(",")
+            unknown = sorted(set(settings[key]) - set(PARTS))
+            if unknown:
+                raise ValueError(f"parts: {unknown} not among {', '.join(PARTS)}")
+        elif key == "override":
+            settings[key] = json.loads(value)
+        else:
+            settings[key] = value
+    return Path(argv[0]), settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        out, args = parse(list(sys.argv[1:] if argv is None else argv))
+    except ValueError as err:
+        print(f"ddp_scaling: {err}\n{USAGE}", file=sys.stderr)
+        return 2
+    work = Path(args["work"])
+    work.mkdir(parents=True, exist_ok=True)
+    config = work / "config.json"  # JSON is YAML: hot train reads it as its config file
+    settings = {**CONFIG, **args["override"]}
     config.write_text(json.dumps(settings))
-    result: dict[str, Any] = {"environment": environment(), "config": settings, "gpus": args.gpus}
-    if "scaling" in args.parts:
-        result["scaling"] = scaling(args.work, config, args.gpus, args.seeds, args.epochs)
-        write_json_atomic(args.out, result)
-    if "resume" in args.parts:
-        result["resume"] = resume(args.work, config, args.gpus, args.epochs)
-        write_json_atomic(args.out, result)
-    if "compile" in args.parts:
-        result["compile"] = compiled(args.work, config, args.gpus, args.compile_steps)
-    write_json_atomic(args.out, result)
+    result: dict[str, Any] = {"environment": environment(), "config": settings, "gpus": args["gpus"]}
+    if "scaling" in args["parts"]:
+        result["scaling"] = scaling(work, config, args["gpus"], args["seeds"], args["epochs"])
+        write_json_atomic(out, result)
+    if "resume" in args["parts"]:
+        result["resume"] = resume(work, config, args["gpus"], args["epochs"])
+        write_json_atomic(out, result)
+    if "compile" in args["parts"]:
+        result["compile"] = compiled(work, config, args["gpus"], args["compile_steps"])
+    write_json_atomic(out, result)
     return 0
 
 

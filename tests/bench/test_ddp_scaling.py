@@ -25,6 +25,8 @@ def test_parse_reads_settings_over_the_defaults(tmp_path) -> None:
         (["gpus=2"], "comes first"),
         (["o.json", "nodes=2"], "key one of"),
         (["o.json", "parts=scaling,bench"], "['bench'] not among"),
+        (["o.json", "gpus=two"], "gpus: 'two' is not an integer"),
+        (["o.json", "override=[1]"], "override: '[1]' is not a JSON object"),
     ],
 )
 def test_bad_arguments_exit_2_naming_the_problem(argv, message, capsys) -> None:

@@ -6,7 +6,7 @@ recipe, global batch 128):
 
 - ``scaling``: every seed on one GPU and under ``torchrun`` on ``gpus`` GPUs, the same global batch: final top-1,
   the median step time and the run's wall time (the epochs' step times are each epoch's median);
-- ``resume``: a one-GPU run killed (SIGKILL) once its first epoch's checkpoint exists, then resumed on ``--gpus``
+- ``resume``: a one-GPU run killed (SIGKILL) once its first epoch's checkpoint exists, then resumed on ``gpus``
   GPUs to the end;
 - ``compile``: ``torch_compile: inductor`` under ``torchrun`` for a few steps, with ``TORCH_LOGS=recompiles``: the
   recompilations logged after the first graphs (none expected).
@@ -78,8 +78,9 @@ def _run(world: int, out: Path, config: Path, sets: dict[str, Any], env: dict[st
     done = subprocess.run(command, env=env or _visible(world), capture_output=True, text=True)
     record: dict[str, Any] = {"command": " ".join(command), "seconds": time.perf_counter() - started}
     record["returncode"] = done.returncode
-    record["log_tail"] = (done.stdout + done.stderr)[-3000:]
-    record["recompiles_logged"] = len(RECOMPILE.findall(done.stdout + done.stderr))  # with TORCH_LOGS=recompiles
+    log = done.stdout + done.stderr
+    record["log_tail"] = log[-3000:]
+    record["recompiles_logged"] = len(RECOMPILE.findall(log))  # with TORCH_LOGS=recompiles
     if done.returncode == 0:
         record.update(_summary(out))
     return record
@@ -107,8 +108,7 @@ def resume(work: Path, config: Path, gpus: int, epochs: int, timeout: float = 60
         env=_visible(1),
         start_new_session=True,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+        stderr=subprocess.DEVNULL,  # an unread pipe would stall the run once its buffer filled
     )
     deadline = time.monotonic() + timeout
     while not (out / "checkpoint.pt").is_file() and first.poll() is None and time.monotonic() < deadline:
@@ -132,16 +132,39 @@ USAGE = (
     "usage: python -m hot.bench.ddp_scaling OUT.json [gpus=2] [seeds=0,1] [epochs=2] [compile_steps=40] "
     "[parts=scaling,resume,compile] [work=results/ddp] [override=JSON]"
 )
+PARTS = ("scaling", "resume", "compile")
 DEFAULTS: dict[str, Any] = {
     "gpus": 2,
     "seeds": [0, 1],
     "epochs": 2,
     "compile_steps": 40,
-    "parts": ["scaling", "resume", "compile"],
+    "parts": list(PARTS),
     "work": "results/ddp",
     "override": {},
 }
-PARTS = ("scaling", "resume", "compile")
+
+
+def _integers(value: str) -> list[int]:
+    return [int(v) for v in value.split(",")]
+
+
+def _object(value: str) -> dict[str, Any]:
+    found = json.loads(value)
+    if not isinstance(found, dict):
+        raise ValueError(f"got {type(found).__name__}")
+    return found
+
+
+# How each setting is read from its text, and what it must be
+READERS: dict[str, tuple[Any, str]] = {
+    "gpus": (int, "an integer"),
+    "seeds": (_integers, "comma-separated integers"),
+    "epochs": (int, "an integer"),
+    "compile_steps": (int, "an integer"),
+    "parts": (lambda value: value.split(","), "comma-separated names"),
+    "work": (str, "a path"),
+    "override": (_object, "a JSON object"),
+}
 
 
 def parse(argv: Sequence[str]) -> tuple[Path, dict[str, Any]]:
@@ -151,21 +174,16 @@ def parse(argv: Sequence[str]) -> tuple[Path, dict[str, Any]]:
     settings = dict(DEFAULTS)
     for item in argv[1:]:
         key, sep, value = item.partition("=")
-        if not sep or key not in DEFAULTS:
-            raise ValueError(f"{item!r}: expected key=value with key one of {', '.join(DEFAULTS)}")
-        if key in ("gpus", "epochs", "compile_steps"):
-            settings[key] = int(value)
-        elif key == "seeds":
-            settings[key] = [int(v) for v in value.split(",")]
-        elif key == "parts":
-            settings[key] = value.split(",")
-            unknown = sorted(set(settings[key]) - set(PARTS))
-            if unknown:
-                raise ValueError(f"parts: {unknown} not among {', '.join(PARTS)}")
-        elif key == "override":
-            settings[key] = json.loads(value)
-        else:
-            settings[key] = value
+        if not sep or key not in READERS:
+            raise ValueError(f"{item!r}: expected key=value with key one of {', '.join(READERS)}")
+        read, kind = READERS[key]
+        try:
+            settings[key] = read(value)
+        except ValueError as err:
+            raise ValueError(f"{key}: {value!r} is not {kind} ({err})") from err
+    unknown = sorted(set(settings["parts"]) - set(PARTS))
+    if unknown:
+        raise ValueError(f"parts: {unknown} not among {', '.join(PARTS)}")
     return Path(argv[0]), settings
 
 

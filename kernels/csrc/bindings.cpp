@@ -111,9 +111,10 @@ std::vector<at::Tensor> hq_quantize_weight(const at::Tensor& w, int64_t block, i
   return {codes_t, scale};
 }
 
-// HLA windows (tokens, prefix, height, width, window_w) checked against L: whole samples, a grid that accounts
-// for T, 4x4 windows or 1x16 strips.
-hot::HlaWindows hla_windows(int64_t length, const std::vector<int64_t>& w) {
+// HLA windows (tokens, prefix, height, width, window_w) checked against L (x C channels): whole samples, a grid
+// that accounts for T, 4x4 windows or 1x16 strips, and a sample's T x C elements below 2^31 (the kernels address
+// a unit's rows at 32-bit offsets from its first).
+hot::HlaWindows hla_windows(int64_t length, int64_t channels, const std::vector<int64_t>& w) {
   TORCH_CHECK_VALUE(w.size() == 5, "HLA windows are (tokens, prefix, height, width, window_w), got ", num(w.size()),
               " numbers");
   const hot::HlaWindows out{w[0], w[1], w[2], w[3], static_cast<int>(w[4])};
@@ -125,6 +126,8 @@ hot::HlaWindows hla_windows(int64_t length, const std::vector<int64_t>& w) {
   TORCH_CHECK_VALUE(out.window_w == 4 || (out.window_w == 16 && out.height == 1 && out.prefix == 0),
               "HLA windows must be 4x4, or 1x16 strips of a 1-row grid without prefix, got window width ",
               num(out.window_w));
+  TORCH_CHECK_VALUE(out.tokens * channels <= INT32_MAX, "HLA: a sample of T = ", num(out.tokens), " positions x ",
+              num(channels), " channels has more than 2^31 - 1 elements, the most the kernels index in 32 bits");
   return out;
 }
 
@@ -150,7 +153,7 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int6
   TORCH_CHECK_VALUE(t.numel() > 0, "t is empty");
   const auto type = float_type(t, "t");
   int64_t proj_rows = 0;
-  const hot::HlaWindows w = hla_windows(t.size(0), windows);
+  const hot::HlaWindows w = hla_windows(t.size(0), t.size(1), windows);
   const std::vector<int> kept = hla_kept_rows(t.size(0), w, rows, proj_rows);
   const int rank = static_cast<int>(kept.size());
   const int qmax = qmax_of(bits);
@@ -182,7 +185,7 @@ std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, const std::v
   check_block(block, channels, "O");
   TORCH_CHECK_VALUE(channels % 4 == 0, "the fused g_y quantiser needs O a multiple of 4, got ", num(channels));
   int64_t proj_rows = 0;
-  const hot::HlaWindows w = hla_windows(length, windows);
+  const hot::HlaWindows w = hla_windows(length, channels, windows);
   const std::vector<int> kept = hla_kept_rows(length, w, rows, proj_rows);
   const int rank = static_cast<int>(kept.size());
   const c10::cuda::CUDAGuard guard(g_y.device());

@@ -74,12 +74,29 @@ HOT_HD HlaUnit hla_unit_at(const HlaShape& sh, int64_t sb) {
   return HlaUnit{sample * sh.tokens + (p - sample * sh.prefix), 1, 1, true};
 }
 
-// Slot k of unit u (row k >> win_shift, column k & (win_w - 1) of its window): whether it is inside the sample,
-// and the row of the tensor it reads.
-HOT_HD bool hla_slot(const HlaShape& sh, const HlaUnit& u, int k, int64_t& token) {
-  const int i = k >> sh.win_shift, j = k & ((1 << sh.win_shift) - 1);
-  token = u.first + i * sh.width + j;
-  return i < u.rows_in && j < u.cols_in;
+// How a unit's 16 slots read, as 32-bit offsets from its slot (0, 0) in rows of `stride` elements. Every slot
+// inside the sample lies in the unit's sample, so its offset is below tokens * stride, which the bindings check
+// is below 2^31 for stride = channels. Unsigned: a padding slot's offset (never used) may wrap.
+struct HlaSlots {
+  uint32_t quad_step;  // slot k to slot k + 4: one window row down (4x4 windows) or 4 columns on (1x16 strips)
+  uint32_t col_step;   // slot k to slot k + 1 within a group of 4: one column on (stride)
+  uint32_t inside;     // bit k set when slot k lies inside the sample
+};
+
+// Slot k is row k >> win_shift, column k & (win_w - 1) of the unit's window (win_w 4 or 16). Both kinds have
+// slots k and k + 4 one quad step apart and the 4 slots of a group adjacent, so slot k's offset is
+// (k >> 2) * quad_step + (k & 3) * col_step: constants times the two steps once k is unrolled.
+HOT_HD HlaSlots hla_slots(const HlaShape& sh, const HlaUnit& u, uint32_t stride) {
+  const uint32_t row = (1u << u.cols_in) - 1u;                    // a window row's inside slots (cols_in <= win_w)
+  const uint32_t rows = sh.win_shift == 2 ? row * 0x1111u : row;  // on each of the 4 rows of a 4x4 window
+  const uint32_t quad = sh.win_shift == 2 ? static_cast<uint32_t>(sh.width) : 4u;
+  return HlaSlots{quad * stride, stride, rows & ((1u << (u.rows_in << sh.win_shift)) - 1u)};
+}
+
+// Slot k: whether it is inside the sample, and its offset from the unit's slot (0, 0) (u.first's row).
+HOT_HD bool hla_slot(const HlaSlots& s, int k, uint32_t& offset) {
+  offset = static_cast<uint32_t>(k >> 2) * s.quad_step + static_cast<uint32_t>(k & 3) * s.col_step;
+  return s.inside >> k & 1u;
 }
 
 // The projected rows unit sb writes: its first (through row0) and how many (rank for a window, 1 for a prefix

@@ -38,6 +38,8 @@ int64_t hla_projected_rows(int64_t length, const HlaWindows& windows, int rank);
 // Q(P t) along the token axis: t (L x C) in samples of windows.tokens rows, kept rows `rows[0..rank)` of H_16.
 // codes_t: int8 (C x R) row-major, R = samples*windows*rank window rows, then samples*prefix prefix rows.
 // per_channel: scale (C), else scale[0]. stochastic needs key. amax_bits: C (or 1) zeroed uint32.
+// Needs windows.tokens * channels < 2^31 (a unit's rows at 32-bit offsets; the bindings check it), here and in
+// quantize_grad_output.
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
                   const int* rows, int rank, int qmax, bool per_channel, bool stochastic, uint32_t key, int8_t* codes_t,
                   float* scale, uint32_t* amax_bits, cudaStream_t stream);

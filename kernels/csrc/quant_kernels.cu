@@ -158,7 +158,8 @@ __global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t cols, 
     load_contiguous<T, N>(src + c * N, v);
     butterfly<N>(v);
     int8_t q[N];
-    const uint64_t base = static_cast<uint64_t>(row * cols + c * N);
+    // the hash reads its index mod 2^32
+    const uint32_t base = static_cast<uint32_t>(row) * static_cast<uint32_t>(cols) + static_cast<uint32_t>(c) * N;
 #pragma unroll
     for (int k = 0; k < N; ++k) q[k] = stochastic_code(v[k], sc, hash_uniform(base + k, key), qmax);
     to_operand(q, fp8);
@@ -195,7 +196,7 @@ __global__ void hq_grad_output_quantize(const T* __restrict__ g, int64_t chunks,
     load_contiguous<T, N>(g + c * N, v);
     butterfly<N>(v);
     int8_t q[N];
-    const uint64_t base = static_cast<uint64_t>(c * N);
+    const uint32_t base = static_cast<uint32_t>(c) * N;  // the hash reads its index mod 2^32
 #pragma unroll
     for (int k = 0; k < N; ++k) q[k] = stochastic_code(v[k], sc, hash_uniform(base + k, key), qmax);
     to_operand(q, fp8);
@@ -341,18 +342,20 @@ struct HlaRows {
 };
 
 // The 16 slots of unit sb for channels c..c+Vec, zero where padded: 16 row loads of Vec contiguous elements
-// (coalesced along the channel axis across the tile's threads).
+// (coalesced along the channel axis across the tile's threads), at 32-bit offsets from one 64-bit address.
 template <typename T, int Vec>
 __device__ __forceinline__ void hla_load_raw(const T* __restrict__ t, const HlaShape& sh, const HlaUnit& u,
                                              int64_t c, float (&v)[Vec][kHla]) {
+  const T* first = t + u.first * sh.channels + c;
+  const HlaSlots slots = hla_slots(sh, u, static_cast<uint32_t>(sh.channels));
 #pragma unroll
   for (int k = 0; k < kHla; ++k) {
     // Padding slots read the unit's first row (always valid) and count as zero: no branches, so v stays in
     // registers.
-    int64_t token;
-    const bool inside = hla_slot(sh, u, k, token);
+    uint32_t offset;
+    const bool inside = hla_slot(slots, k, offset);
     float e[Vec];
-    load_contiguous<T, Vec>(t + (inside ? token : u.first) * sh.channels + c, e);
+    load_contiguous<T, Vec>(first + (inside ? offset : 0u), e);
 #pragma unroll
     for (int i = 0; i < Vec; ++i) v[i][k] = inside ? e[i] : 0.0f;
   }
@@ -490,14 +493,16 @@ __device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh,
     // A window unit writes its rank rows, a prefix unit one (all its kept rows hold the same value).
     int64_t row0;
     const int count = hla_unit_rows(sh, sb, row0);
-    // u is drawn at the element's row-major index in the projected (proj_rows x C) tensor.
-    const uint64_t index = static_cast<uint64_t>(row0 * sh.channels + c);
+    // u is drawn at the element's row-major index in the projected (proj_rows x C) tensor, mod 2^32 (all the
+    // hash reads).
+    const uint32_t channels = static_cast<uint32_t>(sh.channels);
+    const uint32_t index = static_cast<uint32_t>(row0) * channels + static_cast<uint32_t>(c);
     uint32_t w[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
     for (int j = 0; j < kHla; ++j) {
       if (j < count) {
         const float x = src[rows.row[j] * kCols];
-        const int8_t q = stochastic ? stochastic_code(x, sc, hash_uniform(index + j * sh.channels, key), qmax)
+        const int8_t q = stochastic ? stochastic_code(x, sc, hash_uniform(index + j * channels, key), qmax)
                                     : nearest_code(x, sc, qmax);
         w[j / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(q)) << (8 * (j % 4));
       }
@@ -613,6 +618,8 @@ __global__ void __launch_bounds__(kHlaThreads)
   float v[kHqVec][kHla];
   grad_output_load<T>(g, sh, u, sb, c, v);
   const int group = threadIdx.x % kTileGroups;
+  uint32_t* const hq_amax = q.hq_amax + u.first;  // per token: the unit's rows at 32-bit offsets
+  const HlaSlots tokens = hla_slots(sh, u, 1u);
   float hq_tensor = 0.0f;
 #pragma unroll
   for (int k = 0; k < kHla; ++k) {
@@ -622,8 +629,8 @@ __global__ void __launch_bounds__(kHlaThreads)
     if (q.hq_per_token) {
 #pragma unroll
       for (int o = 1; o < kTileGroups; o *= 2) m = amax_of(m, __shfl_xor_sync(0xffffffffu, m, o));
-      int64_t token;
-      if (group == 0 && hla_slot(sh, u, k, token)) atomicMax(q.hq_amax + token, __float_as_uint(m));
+      uint32_t token;
+      if (group == 0 && hla_slot(tokens, k, token)) atomicMax(hq_amax + token, __float_as_uint(m));
     } else {
       hq_tensor = amax_of(hq_tensor, m);
     }
@@ -668,16 +675,25 @@ __global__ void __launch_bounds__(kHlaThreads)
   const float s_tensor = q.hq_per_token ? 0.0f : absmax_to_scale(__uint_as_float(*q.hq_amax), q.hq_qmax);
   if (!q.hq_per_token && blockIdx.x == 0 && threadIdx.x == 0) *q.hq_scale = s_tensor;
   const bool writes_scale = q.hq_per_token && group == 0 && blockIdx.x % sh.tiles_c == 0;
+  // The unit's slots at 32-bit offsets: rows of the per-token arrays, elements of the codes (and of the hash's
+  // index, which it reads mod 2^32).
+  const uint32_t* const hq_amax = q.hq_amax + u.first;
+  float* const hq_scale = q.hq_scale + u.first;
+  const int64_t first = u.first * sh.channels + c;
+  int8_t* const hq_codes = q.hq_codes + first;
+  const uint32_t index = static_cast<uint32_t>(first);
+  const HlaSlots tokens = hla_slots(sh, u, 1u), elements = hla_slots(sh, u, static_cast<uint32_t>(sh.channels));
 #pragma unroll
   for (int k = 0; k < kHla; ++k) {
     float r[kHqVec] = {v[0][k], v[1][k], v[2][k], v[3][k]};
     hq_row<N>(r, group);
-    int64_t token;
-    if (hla_slot(sh, u, k, token)) {
-      const float s = q.hq_per_token ? absmax_to_scale(__uint_as_float(q.hq_amax[token]), q.hq_qmax) : s_tensor;
-      if (writes_scale) q.hq_scale[token] = s;
+    uint32_t token, offset;
+    hla_slot(tokens, k, token);
+    if (hla_slot(elements, k, offset)) {
+      const float s = q.hq_per_token ? absmax_to_scale(__uint_as_float(hq_amax[token]), q.hq_qmax) : s_tensor;
+      if (writes_scale) hq_scale[token] = s;
       const Scale sc = scale_of(s);
-      const uint64_t base = static_cast<uint64_t>(token * sh.channels + c);
+      const uint32_t base = index + offset;
       float value[kHqVec];
 #pragma unroll
       for (int i = 0; i < kHqVec; ++i) {
@@ -685,7 +701,7 @@ __global__ void __launch_bounds__(kHlaThreads)
       }
       int8_t code[kHqVec];
       operand_bytes(value, q.fp8, code);
-      store_codes<kHqVec>(q.hq_codes + token * sh.channels + c, code);
+      store_codes<kHqVec>(hq_codes + offset, code);
     }
   }
   hla_transform<kHqVec>(u, v);
@@ -754,12 +770,12 @@ __global__ void dequantize_kernel(const Acc* __restrict__ acc, int64_t m, int64_
 __global__ void hash_uniform_kernel(float* __restrict__ out, int64_t n, uint32_t key) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x * 4;
   for (int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * 4; i < n; i += step) {
-    const uint64_t e = static_cast<uint64_t>(i);
+    const uint32_t e = static_cast<uint32_t>(i);  // the hash reads its index mod 2^32
     if (i + 4 <= n) {
       *reinterpret_cast<float4*>(out + i) = make_float4(hash_uniform(e, key), hash_uniform(e + 1, key),
                                                         hash_uniform(e + 2, key), hash_uniform(e + 3, key));
     } else {
-      for (int64_t k = i; k < n; ++k) out[k] = hash_uniform(static_cast<uint64_t>(k), key);
+      for (int64_t k = i; k < n; ++k) out[k] = hash_uniform(static_cast<uint32_t>(k), key);
     }
   }
 }

@@ -97,9 +97,11 @@ HOT_HD uint32_t fmix32(uint32_t h) {
   return h ^ (h >> 16);
 }
 
-// hot.rounding.uniform: 24 random bits times 2^-24 (exact in float32).
-HOT_HD float hash_uniform(uint64_t index, uint32_t key) {
-  const uint32_t h = fmix32(fmix32(static_cast<uint32_t>(index)) ^ key);
+// hot.rounding.uniform: 24 random bits times 2^-24 (exact in float32). The hash reads the low 32 bits of an
+// element's index (the reference's index & MASK32), so callers compute indices in uint32_t, wrapping mod 2^32:
+// the same low bits as 64-bit arithmetic, in one register.
+HOT_HD float hash_uniform(uint32_t index, uint32_t key) {
+  const uint32_t h = fmix32(fmix32(index) ^ key);
   return mul_rn(static_cast<float>(h >> 8), 5.9604644775390625e-08f);  // h >> 8 < 2^24: exact
 }
 

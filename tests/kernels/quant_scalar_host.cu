@@ -12,7 +12,9 @@
 //   windows    tokens, prefix, height, width, window_w, samples, rank i64
 //                                                       -> units, proj_rows i64, then per unit: first projected
 //                                                          row, row count, 16 slot rows (-1: padding) i64
-//                                                          (hla_shape, hla_unit_at, hla_slot, hla_unit_rows)
+//                                                          (hla_shape, hla_unit_at, hla_slots, hla_slot,
+//                                                          hla_unit_rows); exits 3 if a unit's element offsets
+//                                                          for 7 channels are not 7 times its row offsets
 #include "hla_windows.cuh"
 #include "quant_scalar.cuh"
 
@@ -61,7 +63,8 @@ int main(int argc, char** argv) {
     const auto key = read_one<uint32_t>();
     const auto index = read_many<uint64_t>(read_one<uint64_t>());
     std::vector<float> u(index.size());
-    for (size_t i = 0; i < index.size(); ++i) u[i] = hot::hash_uniform(index[i], key);
+    // the kernels' indices are uint32_t, wrapping mod 2^32: the low 32 bits of the 64-bit index
+    for (size_t i = 0; i < index.size(); ++i) u[i] = hot::hash_uniform(static_cast<uint32_t>(index[i]), key);
     write_many(u);
   } else if (!std::strcmp(op, "stochastic") || !std::strcmp(op, "nearest")) {
     const bool stochastic = op[0] == 's';
@@ -129,9 +132,18 @@ int main(int argc, char** argv) {
       out.push_back(row0);
       out.push_back(count);
       const hot::HlaUnit u = hot::hla_unit_at(sh, sb);
+      // The kernels' slot offsets from the unit's first row: in rows (stride 1), and in elements of a tensor of
+      // 7 channels, which must be the same slots 7 elements a row.
+      const hot::HlaSlots rows = hot::hla_slots(sh, u, 1u), elements = hot::hla_slots(sh, u, 7u);
       for (int k = 0; k < hot::kHlaSlots; ++k) {
-        int64_t token;
-        out.push_back(hot::hla_slot(sh, u, k, token) ? token : -1);
+        uint32_t row, element;
+        const bool inside = hot::hla_slot(rows, k, row);
+        if (hot::hla_slot(elements, k, element) != inside || (inside && element != 7u * row)) {
+          std::fprintf(stderr, "quant_scalar_host: unit %lld slot %d: element offset %u, row offset %u\n",
+                       static_cast<long long>(sb), k, element, row);
+          return 3;
+        }
+        out.push_back(inside ? u.first + static_cast<int64_t>(row) : -1);
       }
     }
     write_many(out);

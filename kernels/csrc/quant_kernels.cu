@@ -90,23 +90,6 @@ __device__ __forceinline__ void to_operand(int8_t (&q)[N], bool fp8) {
   for (int k = 0; k < N; ++k) q[k] = static_cast<int8_t>(e4m3_of_code(static_cast<float>(q[k])));
 }
 
-// The same bytes from integer-valued float codes: no int round trip, e4m3 two at a time.
-template <int N>
-__device__ __forceinline__ void operand_bytes(const float (&q)[N], bool fp8, int8_t (&out)[N]) {
-  static_assert(N % 2 == 0, "codes are converted in pairs");
-#pragma unroll
-  for (int k = 0; k < N; k += 2) {
-    if (fp8) {
-      const uint16_t pair = e4m3x2_of_codes(q[k], q[k + 1]);
-      out[k] = static_cast<int8_t>(pair & 0xFFu);
-      out[k + 1] = static_cast<int8_t>(pair >> 8);
-    } else {
-      out[k] = static_cast<int8_t>(q[k]);
-      out[k + 1] = static_cast<int8_t>(q[k + 1]);
-    }
-  }
-}
-
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) v = amax_of(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -134,11 +117,73 @@ __device__ float block_max(float v) {
 
 // --- g_x path: Q4(HT(g_y)) ------------------------------------------------------------------
 
-// One block per row: pass 1 transforms and takes the row's amax, pass 2 transforms again (the row is
-// in L1/L2) and quantises. Recomputing is cheaper than staging a row of unbounded length.
-template <typename T, int N>
+// N biased codes (floor_code_biased) as the GEMM's operand bytes: int8 (the biased float's low byte), or e4m3
+// two at a time (every integer in -16..16 is exact) for the FP8 GEMM.
+template <int N>
+__device__ __forceinline__ void biased_operand_bytes(const float (&biased)[N], bool fp8, int8_t (&out)[N]) {
+  static_assert(N % 2 == 0 || N == 1, "codes are converted in pairs");
+  if (fp8 && N > 1) {
+#pragma unroll
+    for (int k = 0; k + 1 < N; k += 2) {
+      const uint16_t pair = e4m3x2_of_codes(biased_code_value(biased[k]), biased_code_value(biased[k + 1]));
+      out[k] = static_cast<int8_t>(pair & 0xFFu);
+      out[k + 1] = static_cast<int8_t>(pair >> 8);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      out[k] = static_cast<int8_t>(fp8 ? e4m3_of_code(biased_code_value(biased[k])) : biased_code_byte(biased[k]));
+    }
+  }
+}
+
+// Stochastic codes of one chunk of N transformed values (u at row-major indices index, index + 1, ...), stored.
+template <int N>
+__device__ __forceinline__ void hq_store_chunk(const float (&v)[N], const Scale& sc, uint32_t index, uint32_t key,
+                                               int qmax, bool fp8, int8_t* __restrict__ codes) {
+  float biased[N];
+  stochastic_codes_biased<N>(v, sc, index, 1u, key, qmax, biased);
+  int8_t q[N];
+  biased_operand_bytes<N>(biased, fp8, q);
+  store_codes<N>(codes, q);
+}
+
+// One block per row, each thread's chunks of the transformed row kept in registers (at most Chunks): one read of
+// g_y and one transform per element. The hash reads its index mod 2^32, so indices are 32-bit.
+template <typename T, int N, int Chunks>
 __global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t cols, int qmax, uint32_t key, bool fp8,
                                          int8_t* __restrict__ codes, float* __restrict__ scale) {
+  const int64_t row = blockIdx.x;
+  const T* src = g + row * cols;
+  const int chunks = static_cast<int>(cols / N);
+  float v[Chunks][N];
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < Chunks; ++i) {
+    const int c = threadIdx.x + i * blockDim.x;
+    if (c < chunks) {
+      load_contiguous<T, N>(src + c * N, v[i]);
+      butterfly<N>(v[i]);
+#pragma unroll
+      for (int k = 0; k < N; ++k) amax = amax_of(amax, fabsf(v[i][k]));
+    }
+  }
+  const float s = absmax_to_scale(block_max(amax), qmax);
+  if (threadIdx.x == 0) scale[row] = s;
+  const Scale sc = scale_of(s);
+  const uint32_t first = static_cast<uint32_t>(row) * static_cast<uint32_t>(cols);
+#pragma unroll
+  for (int i = 0; i < Chunks; ++i) {
+    const int c = threadIdx.x + i * blockDim.x;
+    if (c < chunks) hq_store_chunk<N>(v[i], sc, first + c * N, key, qmax, fp8, codes + row * cols + c * N);
+  }
+}
+
+// Rows too long for the registers: pass 1 transforms and takes the row's amax, pass 2 transforms again (the row
+// is in L1/L2) and quantises.
+template <typename T, int N>
+__global__ void hq_grad_output_per_token_long(const T* __restrict__ g, int64_t cols, int qmax, uint32_t key, bool fp8,
+                                              int8_t* __restrict__ codes, float* __restrict__ scale) {
   const int64_t row = blockIdx.x;
   const T* src = g + row * cols;
   const int64_t chunks = cols / N;
@@ -153,17 +198,12 @@ __global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t cols, 
   const float s = absmax_to_scale(block_max(amax), qmax);
   if (threadIdx.x == 0) scale[row] = s;
   const Scale sc = scale_of(s);
+  const uint32_t first = static_cast<uint32_t>(row) * static_cast<uint32_t>(cols);
   for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
     float v[N];
     load_contiguous<T, N>(src + c * N, v);
     butterfly<N>(v);
-    int8_t q[N];
-    // the hash reads its index mod 2^32
-    const uint32_t base = static_cast<uint32_t>(row) * static_cast<uint32_t>(cols) + static_cast<uint32_t>(c) * N;
-#pragma unroll
-    for (int k = 0; k < N; ++k) q[k] = stochastic_code(v[k], sc, hash_uniform(base + k, key), qmax);
-    to_operand(q, fp8);
-    store_codes<N>(codes + row * cols + c * N, q);
+    hq_store_chunk<N>(v, sc, first + static_cast<uint32_t>(c) * N, key, qmax, fp8, codes + row * cols + c * N);
   }
 }
 
@@ -195,12 +235,7 @@ __global__ void hq_grad_output_quantize(const T* __restrict__ g, int64_t chunks,
     float v[N];
     load_contiguous<T, N>(g + c * N, v);
     butterfly<N>(v);
-    int8_t q[N];
-    const uint32_t base = static_cast<uint32_t>(c) * N;  // the hash reads its index mod 2^32
-#pragma unroll
-    for (int k = 0; k < N; ++k) q[k] = stochastic_code(v[k], sc, hash_uniform(base + k, key), qmax);
-    to_operand(q, fp8);
-    store_codes<N>(codes + c * N, q);
+    hq_store_chunk<N>(v, sc, static_cast<uint32_t>(c) * N, key, qmax, fp8, codes + c * N);
   }
 }
 
@@ -220,12 +255,30 @@ template <typename T, int N>
 void launch_hq_grad_output(const T* g, int64_t rows, int64_t cols, int qmax, bool per_token, uint32_t key, bool fp8,
                            int8_t* codes, float* scale, uint32_t* amax_bits, cudaStream_t stream) {
   if (per_token) {
-    // Whole warps covering a row once where possible, at most 256: no idle warps, so more rows fit on an
-    // SM (e.g. 160 threads, not 256, for O = 2304).
+    // Whole warps covering a row once where possible, at most 256: no idle warps, so more rows fit on an SM (e.g.
+    // 160 threads, not 256, for O = 2304). Rows of up to 4 chunks a thread stay in registers (O <= 16384 at N = 16).
     const int64_t chunks = cols / N;
-    const int threads = chunks >= kThreads ? kThreads : static_cast<int>((chunks + 31) / 32 * 32);
-    hq_grad_output_per_token<T, N><<<static_cast<unsigned>(rows), threads, 0, stream>>>(g, cols, qmax, key, fp8, codes,
-                                                                                       scale);
+    const auto warps_for = [](int64_t n) { return static_cast<int>((n + 31) / 32 * 32); };
+    const auto rows_u = static_cast<unsigned>(rows);
+    if constexpr (N == 16) {
+      if (chunks <= kThreads) {
+        hq_grad_output_per_token<T, N, 1><<<rows_u, warps_for(chunks), 0, stream>>>(g, cols, qmax, key, fp8, codes,
+                                                                                    scale);
+        return;
+      }
+      if (chunks <= 2 * kThreads) {
+        hq_grad_output_per_token<T, N, 2><<<rows_u, warps_for((chunks + 1) / 2), 0, stream>>>(g, cols, qmax, key, fp8,
+                                                                                              codes, scale);
+        return;
+      }
+      if (chunks <= 4 * kThreads) {
+        hq_grad_output_per_token<T, N, 4><<<rows_u, warps_for((chunks + 3) / 4), 0, stream>>>(g, cols, qmax, key, fp8,
+                                                                                              codes, scale);
+        return;
+      }
+    }
+    const int threads = chunks >= kThreads ? kThreads : warps_for(chunks);
+    hq_grad_output_per_token_long<T, N><<<rows_u, threads, 0, stream>>>(g, cols, qmax, key, fp8, codes, scale);
   } else {
     const int64_t chunks = rows * cols / N;
     hq_grad_output_amax<T, N><<<grid_for(chunks), kThreads, 0, stream>>>(g, chunks, amax_bits);
@@ -470,52 +523,77 @@ __device__ __forceinline__ void hla_park(float* tile, const HlaRows& rows, const
   }
 }
 
+// The codes of one unit's `count` projected rows in one channel (src: its first kept row in the tile, rows kCols
+// apart; u of row j drawn at index + j * stride), packed little-endian and stored at out. MaxRank (1, 8 or 16) bounds
+// count; rows past it are zero and not stored.
+template <int MaxRank, bool Stochastic, int kCols>
+__device__ __forceinline__ void hla_quantize_unit(const float* src, const HlaRows& rows, int count, const Scale& sc,
+                                                  uint32_t index, uint32_t stride, uint32_t key, int qmax,
+                                                  int8_t* __restrict__ out) {
+  float x[MaxRank];
+#pragma unroll
+  for (int j = 0; j < MaxRank; ++j) x[j] = j < count ? src[rows.row[j] * kCols] : 0.0f;
+  uint32_t w[4] = {0u, 0u, 0u, 0u};
+  if constexpr (Stochastic) {
+    float biased[MaxRank];
+    stochastic_codes_biased<MaxRank>(x, sc, index, stride, key, qmax, biased);
+#pragma unroll
+    for (int j = 0; j < MaxRank; ++j) w[j / 4] |= static_cast<uint32_t>(biased_code_byte(biased[j])) << (8 * (j % 4));
+  } else {
+#pragma unroll
+    for (int j = 0; j < MaxRank; ++j) {
+      w[j / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(nearest_code(x[j], sc, qmax))) << (8 * (j % 4));
+    }
+  }
+  store_packed(out, w, count);
+}
+
 // Phase 2 (after a barrier): each thread quantises the rank kept rows of one (channel, sample-block) pair,
 // sample-blocks fastest across lanes, so a warp stores 4 channels x 8 x rank contiguous bytes of the
 // transposed (C x R) codes.
-template <int Vec>
+template <int Vec, bool Stochastic>
 __device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh, const HlaRows& rows, int qmax,
-                                          bool per_channel, bool stochastic, uint32_t key,
-                                          const uint32_t* __restrict__ amax_bits, int8_t* __restrict__ codes_t,
-                                          float* __restrict__ scale) {
+                                          bool per_channel, uint32_t key, const uint32_t* __restrict__ amax_bits,
+                                          int8_t* __restrict__ codes_t, float* __restrict__ scale) {
   constexpr int kCols = HlaTile<Vec>::kCols;
   const float s_tensor = per_channel ? 0.0f : absmax_to_scale(__uint_as_float(*amax_bits), qmax);
   if (!per_channel && blockIdx.x == 0 && threadIdx.x == 0) *scale = s_tensor;
+  const Scale sc_tensor = scale_of(s_tensor);
   const int64_t tile_c = blockIdx.x % sh.tiles_c, tile_b = blockIdx.x / sh.tiles_c;
+  const uint32_t channels = static_cast<uint32_t>(sh.channels);
   for (int p = threadIdx.x; p < kTileBlocks * kCols; p += kHlaThreads) {
     const int lb = p % kTileBlocks, lc = p / kTileBlocks;
     const int64_t sb = tile_b * kTileBlocks + lb, c = tile_c * kCols + lc;
     if (sb >= sh.sblocks || c >= sh.channels) continue;
-    const float s = per_channel ? absmax_to_scale(__uint_as_float(amax_bits[c]), qmax) : s_tensor;
-    if (per_channel && sb == 0) scale[c] = s;
-    const Scale sc = scale_of(s);
+    Scale sc = sc_tensor;
+    if (per_channel) {
+      const float s = absmax_to_scale(__uint_as_float(amax_bits[c]), qmax);
+      if (sb == 0) scale[c] = s;
+      sc = scale_of(s);
+    }
     const float* src = tile + lb * HlaTile<Vec>::kStride + lc;
     // A window unit writes its rank rows, a prefix unit one (all its kept rows hold the same value).
     int64_t row0;
     const int count = hla_unit_rows(sh, sb, row0);
     // u is drawn at the element's row-major index in the projected (proj_rows x C) tensor, mod 2^32 (all the
     // hash reads).
-    const uint32_t channels = static_cast<uint32_t>(sh.channels);
     const uint32_t index = static_cast<uint32_t>(row0) * channels + static_cast<uint32_t>(c);
-    uint32_t w[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-    for (int j = 0; j < kHla; ++j) {
-      if (j < count) {
-        const float x = src[rows.row[j] * kCols];
-        const int8_t q = stochastic ? stochastic_code(x, sc, hash_uniform(index + j * channels, key), qmax)
-                                    : nearest_code(x, sc, qmax);
-        w[j / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(q)) << (8 * (j % 4));
-      }
+    int8_t* const out = codes_t + c * sh.proj_rows + row0;
+    if (count == 1) {
+      hla_quantize_unit<1, Stochastic, kCols>(src, rows, count, sc, index, channels, key, qmax, out);
+    } else if (count <= 8) {
+      hla_quantize_unit<8, Stochastic, kCols>(src, rows, count, sc, index, channels, key, qmax, out);
+    } else {
+      hla_quantize_unit<kHla, Stochastic, kCols>(src, rows, count, sc, index, channels, key, qmax, out);
     }
-    store_packed(codes_t + c * sh.proj_rows + row0, w, count);
   }
 }
 
-template <typename T, int Vec>
+template <typename T, int Vec, bool Stochastic>
 __global__ void __launch_bounds__(kHlaThreads)
     hla_quantize_kernel(const T* __restrict__ t, HlaShape sh, HlaRows rows, int qmax, bool per_channel,
-                        bool stochastic, uint32_t key, const uint32_t* __restrict__ amax_bits,
-                        int8_t* __restrict__ codes_t, float* __restrict__ scale) {
+                        uint32_t key, const uint32_t* __restrict__ amax_bits, int8_t* __restrict__ codes_t,
+                        float* __restrict__ scale) {
   __shared__ __align__(16) float tile[HlaTile<Vec>::kFloats];
   {
     int64_t sb, c;
@@ -527,7 +605,7 @@ __global__ void __launch_bounds__(kHlaThreads)
     }
   }
   __syncthreads();
-  hla_store<Vec>(tile, sh, rows, qmax, per_channel, stochastic, key, amax_bits, codes_t, scale);
+  hla_store<Vec, Stochastic>(tile, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale);
 }
 
 template <typename T, int Vec>
@@ -537,8 +615,13 @@ void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool
   const int64_t tiles = sh.tiles_c * ((sh.sblocks + kTileBlocks - 1) / kTileBlocks);
   hla_amax<T, Vec><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(t, sh, rows.mask, per_channel,
                                                                             amax_bits);
-  hla_quantize_kernel<T, Vec><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(
-      t, sh, rows, qmax, per_channel, stochastic, key, amax_bits, codes_t, scale);
+  if (stochastic) {
+    hla_quantize_kernel<T, Vec, true><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(
+        t, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale);
+  } else {
+    hla_quantize_kernel<T, Vec, false><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(
+        t, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale);
+  }
 }
 
 template <typename T>
@@ -693,22 +776,19 @@ __global__ void __launch_bounds__(kHlaThreads)
       const float s = q.hq_per_token ? absmax_to_scale(__uint_as_float(hq_amax[token]), q.hq_qmax) : s_tensor;
       if (writes_scale) hq_scale[token] = s;
       const Scale sc = scale_of(s);
-      const uint32_t base = index + offset;
-      float value[kHqVec];
-#pragma unroll
-      for (int i = 0; i < kHqVec; ++i) {
-        value[i] = stochastic_code_value(r[i], sc, hash_uniform(base + i, q.hq_key), q.hq_qmax);
-      }
-      int8_t code[kHqVec];
-      operand_bytes(value, q.fp8, code);
-      store_codes<kHqVec>(hq_codes + offset, code);
+      hq_store_chunk<kHqVec>(r, sc, index + offset, q.hq_key, q.hq_qmax, q.fp8, hq_codes + offset);
     }
   }
   hla_transform<kHqVec>(u, v);
   if (sb >= 0) hla_park<kHqVec>(tile, rows, v);
   __syncthreads();
-  hla_store<kHqVec>(tile, sh, rows, q.hla_qmax, q.hla_per_channel, q.hla_stochastic, q.hla_key, q.hla_amax,
-                    q.hla_codes_t, q.hla_scale);
+  if (q.hla_stochastic) {
+    hla_store<kHqVec, true>(tile, sh, rows, q.hla_qmax, q.hla_per_channel, q.hla_key, q.hla_amax, q.hla_codes_t,
+                            q.hla_scale);
+  } else {
+    hla_store<kHqVec, false>(tile, sh, rows, q.hla_qmax, q.hla_per_channel, q.hla_key, q.hla_amax, q.hla_codes_t,
+                             q.hla_scale);
+  }
 }
 
 template <typename T, int N>

@@ -79,14 +79,22 @@ struct Scale {
 
 HOT_HD Scale scale_of(float s) { return Scale{s, rcp_rn(s)}; }
 
-// v / s correctly rounded, as div_rn. Markstein: q = RN(v·r) is within an ulp of v/s, the FMA gives v − q·s
-// exactly while that residual is not subnormal (|v| ≥ 2^-100 keeps it clear), and RN(q + (v − q·s)·r) is then
-// RN(v / s). Tiny v and huge quotients (neither occurs in a quantiser but for all-but-underflowed tensors) take
-// the IEEE division.
+// v / s by Markstein: q = RN(v·r) is within an ulp of v/s, the FMA gives v − q·s exactly while that residual is
+// not subnormal (|v| ≥ 2^-100 keeps it clear), and RN(q + (v − q·s)·r) is then RN(v / s). markstein_exact says
+// where that holds; tiny v and huge quotients (neither occurs in a quantiser but for all-but-underflowed tensors)
+// need the IEEE division.
+HOT_HD bool markstein_exact(float v, float q) { return fabsf(v) >= 0x1p-100f && fabsf(q) < 0x1p100f; }
+
+HOT_HD float markstein(float v, float q, const Scale& sc) { return fma_rn(fma_rn(-q, sc.s, v), sc.r, q); }
+
+// Whether a scale is finite: under s = inf, r = 0 passes markstein_exact's tests but v − q·s is NaN.
+HOT_HD bool finite_scale(const Scale& sc) { return fabsf(sc.s) <= 3.40282347e38f; }
+
+// v / s correctly rounded, as div_rn.
 HOT_HD float div_scale(float v, const Scale& sc) {
   const float q = mul_rn(v, sc.r);
-  if (!(fabsf(v) >= 0x1p-100f && fabsf(q) < 0x1p100f)) return div_rn(v, sc.s);
-  return fma_rn(fma_rn(-q, sc.s, v), sc.r, q);
+  if (!(finite_scale(sc) && markstein_exact(v, q))) return div_rn(v, sc.s);
+  return markstein(v, q, sc);
 }
 
 HOT_HD uint32_t fmix32(uint32_t h) {
@@ -160,6 +168,62 @@ HOT_HD int8_t stochastic_code(float v, const Scale& scale, float u, int qmax) {
 
 HOT_HD int8_t nearest_code(float v, const Scale& scale, int qmax) {
   return static_cast<int8_t>(clamp_code(rintf(div_scale(v, scale)), qmax));  // torch.round: half to even
+}
+
+// clamp_code(floor(x)) as the bits of a float: clamping first gives the same integer (the bounds are integers; NaN
+// becomes -qmax either way). On the device the floor is one FADD rounding down against 1.5·2^23, exact for
+// |x| ≤ 2^22 (that binade's ulp is 1), in place of FRND and F2I on the conversion pipe, which runs at an eighth of
+// the FADD rate: the float's bits are then 0x4B400000 + code, so their low byte is the code's int8 byte. −0 comes
+// out as +0 (a stochastic x is never −0: RN(q + u) with u ≥ 0 is +0 at q = ±0).
+HOT_HD float floor_code_biased(float x, int qmax) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rd(clamp_code(x, qmax), 12582912.0f);
+#else
+  return floorf(clamp_code(x, qmax)) + 12582912.0f;  // exact: |code| <= 127
+#endif
+}
+
+// The integer-valued float and the int8 byte of a biased code.
+HOT_HD float biased_code_value(float biased) { return sub_rn(biased, 12582912.0f); }
+
+HOT_HD uint8_t biased_code_byte(float biased) {
+#ifdef __CUDA_ARCH__
+  return static_cast<uint8_t>(__float_as_uint(biased) & 0xFFu);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &biased, sizeof bits);
+  return static_cast<uint8_t>(bits & 0xFFu);
+#endif
+}
+
+// Whether markstein(v, q) may stand for RN(v / s) in a stochastic code: where it is exact, and at v = ±0, where it
+// gives +0 for −0, which RN(q + u) cannot tell apart (−0 + u and +0 + u are equal for every u ≥ 0).
+HOT_HD bool markstein_exact_or_zero(float v, float q) {
+  return (fabsf(v) >= 0x1p-100f || v == 0.0f) && fabsf(q) < 0x1p100f;
+}
+
+// N stochastic codes under one scale, biased (floor_code_biased), u of element k drawn at index + k·stride: the
+// quotients are checked as a group, so N codes take one branch, and a group holding a tiny value (or under a
+// non-finite scale) is divided by IEEE division. The same codes as stochastic_code, element by element.
+template <int N>
+HOT_HD void stochastic_codes_biased(const float (&v)[N], const Scale& sc, uint32_t index, uint32_t stride,
+                                    uint32_t key, int qmax, float (&biased)[N]) {
+  float q[N];
+  bool fast = finite_scale(sc);
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const float p = mul_rn(v[k], sc.r);
+    fast = fast & markstein_exact_or_zero(v[k], p);
+    q[k] = markstein(v[k], p, sc);
+  }
+  if (!fast) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) q[k] = div_rn(v[k], sc.s);
+  }
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    biased[k] = floor_code_biased(add_rn(q[k], hash_uniform(index + static_cast<uint32_t>(k) * stride, key)), qmax);
+  }
 }
 
 // The e4m3 byte of an integer-valued float code (every integer in -16..16 is exact in e4m3).

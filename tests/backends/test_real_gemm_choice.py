@@ -17,10 +17,12 @@ from hot.backends import real
 def backend_on(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(real, "load_ops", lambda: types.SimpleNamespace())
 
-    def make(capability: tuple[int, int], cuda: str | None, gemm: str = "auto") -> real.RealBackend:
+    def make(capability: tuple[int, int], cuda: str | None, gemm: str = "auto", sm90: bool = False) -> real.RealBackend:
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
         monkeypatch.setattr(torch.version, "cuda", cuda)
-        return real.RealBackend(gemm=gemm)
+        backend = real.RealBackend(gemm=gemm)
+        backend._sm90[0] = sm90  # whether the build holds the sm_90a GEMM and device 0 runs it
+        return backend
 
     return make
 
@@ -34,6 +36,16 @@ def test_auto_picks_fp8_only_where_torch_has_fp8_gemms(backend_on, capability, c
     backend = backend_on(capability, cuda)
     assert backend.gemm_for(torch.device("cuda", 0)) == gemm
     assert real.fp8_gemm_available() is (int(cuda.split(".")[0]) >= 12)
+
+
+@pytest.mark.parametrize(
+    ("capability", "cuda", "gemm"),
+    [((9, 0), "13.0", "cutlass-sm90"), ((9, 0), "12.4", "cutlass-sm90"), ((9, 0), "11.8", "cutlass"),
+     ((10, 0), "13.0", "cublas"), ((8, 0), "13.0", "cutlass-int4")],
+)  # fmt: skip
+def test_auto_takes_the_sm90a_int8_gemm_where_the_build_has_it(backend_on, capability, cuda, gemm) -> None:
+    """On compute capability 9.0 with FP8 GEMMs, a build holding the sm_90a INT8 GEMM runs g_w on it; never elsewhere."""
+    assert backend_on(capability, cuda, sm90=True).gemm_for(torch.device("cuda", 0)) == gemm
 
 
 def test_fp8_codes_are_written_only_for_the_fp8_gemm(backend_on) -> None:

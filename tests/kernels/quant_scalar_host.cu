@@ -3,6 +3,9 @@
 //   uniform    key u32, n u64, n indices u64             -> n f32   hash_uniform
 //   stochastic qmax i32, n u64, n (v, s, u) f32 triples -> n i8    stochastic_code, then n f32 stochastic_code_value
 //   nearest    qmax i32, n u64, n (v, s) f32 pairs      -> n i8    nearest_code
+//   stochastic_group  qmax i32, key u32, stride u32, n u64, n groups of (s f32, index u32, 16 v f32)
+//                                                       -> 16n i8, then 16n f32   stochastic_codes_biased<16>
+//                                                          (u of element k at index + k * stride), its bytes and values
 //   scale      qmax i32, n u64, n amax f32              -> n f32   absmax_to_scale
 //   divide     n u64, n (v, s) f32 pairs                -> n f32   div_scale(v, scale_of(s))
 //   amax       n u64, n magnitudes f32                  -> 1 f32   amax_of folded over them, from 0
@@ -55,7 +58,7 @@ void write_many(const std::vector<T>& values) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: quant_scalar_host uniform|stochastic|nearest|divide|scale|amax|e4m3|sawb|windows < input\n");
+    std::fprintf(stderr, "usage: quant_scalar_host uniform|stochastic|stochastic_group|nearest|divide|scale|amax|e4m3|sawb|windows < input\n");
     return 2;
   }
   const char* op = argv[1];
@@ -80,6 +83,27 @@ int main(int argc, char** argv) {
         values[i] = hot::stochastic_code_value(v, hot::scale_of(s), u, qmax);
       } else {
         codes[i] = hot::nearest_code(in[2 * i], hot::scale_of(in[2 * i + 1]), qmax);
+      }
+    }
+    write_many(codes);
+    write_many(values);
+  } else if (!std::strcmp(op, "stochastic_group")) {
+    const auto qmax = read_one<int32_t>();
+    const auto key = read_one<uint32_t>();
+    const auto stride = read_one<uint32_t>();
+    const auto n = read_one<uint64_t>();
+    std::vector<int8_t> codes(16 * n);
+    std::vector<float> values(16 * n);
+    for (uint64_t g = 0; g < n; ++g) {
+      const auto s = read_one<float>();
+      const auto index = read_one<uint32_t>();
+      const auto in = read_many<float>(16);
+      float v[16], biased[16];
+      for (int k = 0; k < 16; ++k) v[k] = in[k];
+      hot::stochastic_codes_biased<16>(v, hot::scale_of(s), index, stride, key, qmax, biased);
+      for (int k = 0; k < 16; ++k) {
+        codes[16 * g + k] = static_cast<int8_t>(hot::biased_code_byte(biased[k]));
+        values[16 * g + k] = hot::biased_code_value(biased[k]);
       }
     }
     write_many(codes);

@@ -74,6 +74,36 @@ def test_stochastic_codes_match_quantize(host, bits: int, granularity: str) -> N
     assert torch.equal(torch.from_numpy(values.copy()), expected)
 
 
+@pytest.mark.parametrize(("bits", "stride"), [(4, 1), (8, 768)])
+def test_stochastic_code_groups_are_the_codes_one_by_one(host, bits: int, stride: int) -> None:
+    """The kernels' grouped codes (one check for 16 quotients, the group divided exactly when one is tiny or the
+    scale is not finite): the reference's floor(v / s + u), clamped, at u of index + k * stride. Groups hold zeros
+    of both signs, values below 2^-100 (subnormals too), a NaN, and scales that are tiny, huge, inf or NaN."""
+    groups, key = 400, 0x5EED1234
+    v = _grad_like(groups, 16, seed=bits + stride)
+    v[1, 3], v[2, 0], v[2, 5] = -0.0, 2.0**-110, -(2.0**-140)  # a group with -0; tiny and subnormal values
+    v[4, 9] = float("nan")
+    s = absmax_scale(v, bits, "per_token")
+    s[5], s[6], s[7], s[8] = 2.0**-120, 2.0**100, float("inf"), float("nan")
+    index = torch.randint(0, 2**20, (groups,), generator=torch.Generator().manual_seed(bits)).to(torch.int64)
+    payload = b"".join(
+        struct.pack("<fI", float(s[g]), int(index[g])) + v[g].numpy().astype(np.float32).tobytes() for g in range(groups)
+    )
+    out = host("stochastic_group", struct.pack("<iIIQ", qmax(bits), key, stride, groups) + payload)
+    positions = index[:, None] + torch.arange(16)[None, :] * stride
+    u = uniform((int(positions.max()) + 1,), key)[positions]
+    limit = qmax(bits)
+    expected = torch.floor(v / s + u).clamp_(-limit, limit)
+    codes = torch.from_numpy(np.frombuffer(out[: 16 * groups], dtype=np.int8).astype(np.float32)).reshape(groups, 16)
+    values = torch.from_numpy(np.frombuffer(out[16 * groups :], dtype=np.float32).copy()).reshape(groups, 16)
+    # a NaN quotient's code is -qmax in the kernels (fmaxf), NaN in torch's clamp: its group's scale is NaN, so the
+    # gradient is NaN either way
+    expected = torch.where(expected.isnan(), -float(limit), expected)
+    assert expected[4].eq(-limit).all() and expected[7].eq(0).any()
+    assert torch.equal(codes, expected)
+    assert torch.equal(values, expected)
+
+
 def test_nearest_codes_round_half_to_even_like_torch(host) -> None:
     v = _grad_like(200, 64, seed=3)
     scale = absmax_scale(v, 8, "per_token")
@@ -210,9 +240,12 @@ def _division_cases(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def test_division_by_a_scale_is_ieee_division(host) -> None:
     """div_scale (a multiply by the scale's reciprocal and an FMA correction, IEEE division for tiny v) gives
-    IEEE v / s bit for bit for every finite quotient; the quantisers' codes rest on it."""
+    IEEE v / s bit for bit for every finite quotient, under an infinite scale too (0, where r = 0 would give NaN);
+    the quantisers' codes rest on it."""
     for seed in range(3):
         v, s = _division_cases(200_000, seed)
+        v = np.concatenate([v, np.float32([1.5, -3.0, 0.0, 2.0**-120])]).astype(np.float32)
+        s = np.concatenate([s, np.full(4, np.inf, dtype=np.float32)]).astype(np.float32)
         want = v / s
         finite = np.isfinite(want)
         pairs = np.stack([v, s], axis=1).astype(np.float32)

@@ -44,7 +44,7 @@ def test_auto_picks_fp8_only_where_torch_has_fp8_gemms(backend_on, capability, c
      ((10, 0), "13.0", "cublas"), ((8, 0), "13.0", "cutlass-int4")],
 )  # fmt: skip
 def test_auto_takes_the_sm90a_int8_gemm_where_the_build_has_it(backend_on, capability, cuda, gemm) -> None:
-    """On compute capability 9.0 with FP8 GEMMs, a build holding the sm_90a INT8 GEMM runs g_w on it; never elsewhere."""
+    """On compute capability 9.0 with FP8 GEMMs, a build holding the sm_90a INT8 GEMM runs g_w on it, nowhere else."""
     assert backend_on(capability, cuda, sm90=True).gemm_for(torch.device("cuda", 0)) == gemm
 
 

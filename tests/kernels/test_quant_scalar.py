@@ -87,7 +87,8 @@ def test_stochastic_code_groups_are_the_codes_one_by_one(host, bits: int, stride
     s[5], s[6], s[7], s[8] = 2.0**-120, 2.0**100, float("inf"), float("nan")
     index = torch.randint(0, 2**20, (groups,), generator=torch.Generator().manual_seed(bits)).to(torch.int64)
     payload = b"".join(
-        struct.pack("<fI", float(s[g]), int(index[g])) + v[g].numpy().astype(np.float32).tobytes() for g in range(groups)
+        struct.pack("<fI", float(s[g]), int(index[g])) + v[g].numpy().astype(np.float32).tobytes()
+        for g in range(groups)
     )
     out = host("stochastic_group", struct.pack("<iIIQ", qmax(bits), key, stride, groups) + payload)
     positions = index[:, None] + torch.arange(16)[None, :] * stride

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,7 +18,8 @@ CXX_SOURCES = ("bindings.cpp",)
 DEFAULT_ARCH_LIST = "8.0;8.6;8.9;9.0"
 # No fast-math: the quantisers must round exactly like the float32 CPU reference.
 NVCC_FLAGS = ["-O3", "-std=c++17", "--fmad=false", "--expt-relaxed-constexpr", "-DNDEBUG"]
-# Opt-in: the CUTLASS 3.x sm_90a INT8 GEMM (wgmma/TMA) doubles the build time and has not yet run on a GPU.
+# The CUTLASS 3.x sm_90a INT8 GEMM (wgmma/TMA), the g_w GEMM on compute capability 9.0 (1.3-2.1x cuBLASLt's on an
+# H100): "1" builds it, "0" not, "auto" (the default) where 9.0 is in the architecture list and nvcc is CUDA 12+.
 SM90A_ENV = "HOT_KERNELS_SM90A"
 SM90A_DEFINE = "-DHOT_SM90A_GEMM"
 CXX_FLAGS = ["-O3", "-std=c++17"]
@@ -54,11 +56,36 @@ def cutlass_include() -> Path:
     )
 
 
+def _sm90a_setting() -> str:
+    value = os.environ.get(SM90A_ENV, "auto").strip() or "auto"
+    if value not in ("0", "1", "auto"):
+        raise RuntimeError(f"{SM90A_ENV} must be 0, 1 or auto, got {value!r}")
+    return value
+
+
 def sm90a_requested() -> bool:
-    """Whether $HOT_KERNELS_SM90A asks for the sm_90a INT8 GEMM ("1"; unset or "0": no)."""
-    value = os.environ.get(SM90A_ENV, "0").strip()
-    if value not in ("0", "1", ""):
-        raise RuntimeError(f"{SM90A_ENV} must be 0 or 1, got {value!r}")
+    """Whether $HOT_KERNELS_SM90A asks for the sm_90a INT8 GEMM ("1"; "0" no; "auto", unset, is resolved by
+    :func:`resolve_sm90a` before a build and reads as no until then)."""
+    return _sm90a_setting() == "1"
+
+
+def default_nvcc() -> str:
+    """The nvcc a build uses: $CUDA_HOME/bin/nvcc (torch's choice), else the one on PATH, else /usr/local/cuda's."""
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home:
+        return str(Path(home) / "bin" / "nvcc")
+    return shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+
+
+def resolve_sm90a(nvcc: str) -> bool:
+    """Settles $HOT_KERNELS_SM90A for a build and returns it: "auto" (or unset) becomes "1" where 9.0 is among the
+    architectures and ``nvcc`` is CUDA 12 or newer (sm_90a needs it), else "0"; "0" and "1" stay."""
+    value = _sm90a_setting()
+    if value == "auto":
+        version = nvcc_version(nvcc)
+        on = "9.0" in arch_list(sm90a=False) and version is not None and version >= (12, 0)
+        value = "1" if on else "0"
+        os.environ[SM90A_ENV] = value
     return value == "1"
 
 

@@ -11,8 +11,11 @@ import build_config
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-# torch.utils.cpp_extension reads the architectures from this variable.
-os.environ["TORCH_CUDA_ARCH_LIST"] = ";".join(build_config.arch_list())
+# torch.utils.cpp_extension reads the architectures from this variable; HOT_KERNELS_SM90A's default, "auto", is
+# settled first (sm_90a where 9.0 is built with CUDA 12+).
+os.environ["TORCH_CUDA_ARCH_LIST"] = ";".join(
+    build_config.arch_list(build_config.resolve_sm90a(build_config.default_nvcc()))
+)
 
 from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CUDAExtension
 

@@ -4,7 +4,7 @@
 #   bash kernels/bench/gpu_session.sh [build] [test] [bench SECTIONS] [variants] [sm90gemm] [clean PRESET]
 #                                     [workflow PRESET SECONDS]
 # Wheels the machine lacks (torchao) are taken from .whl/ when present. On a compute capability 9.0 GPU the
-# build includes the opt-in sm_90a INT8 GEMM (HOT_KERNELS_SM90A=1) unless HOT_KERNELS_SM90A=0 is set.
+# build includes the sm_90a INT8 GEMM (HOT_KERNELS_SM90A=1, the g_w default there) unless HOT_KERNELS_SM90A=0 is set.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}

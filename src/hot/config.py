@@ -49,7 +49,9 @@ class HOTConfig:
         (integers in float tensors, PyTorch ops, any device; the reference) or ``real`` (hot-kernels, method ``hot``).
         Baselines always run ``fake``.
     gemm: the ``real`` backend's integer GEMMs (:data:`GEMMS`; ``auto``: INT4 CUTLASS on sm_8x, FP8/INT8
-        cuBLASLt on sm_90+); ``cutlass-sm90`` needs a build with ``HOT_KERNELS_SM90A=1``.
+        cuBLASLt on sm_90+, g_w on the sm_90a CUTLASS GEMM on compute capability 9.0 where the build has it);
+        ``cutlass-sm90`` needs a build with the sm_90a GEMM (``HOT_KERNELS_SM90A``: by default where 9.0 is built
+        with CUDA 12+).
     fused_grad_output: the ``real`` backend quantises g_y for both paths in one fused two-pass kernel (else the
         two quantisers run one after the other; the codes are the same).
     """

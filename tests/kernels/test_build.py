@@ -142,12 +142,14 @@ def test_sm90a_gemm_compiles_to_wgmma(tmp_path: Path, build_config, nvcc: str) -
     assert "IGMMA" in sass, "the sm_90a object holds no integer wgmma instruction"
 
 
-def test_sm90a_is_opt_in(build_config, monkeypatch) -> None:
-    """Default builds keep sm_90 and the plain flags; HOT_KERNELS_SM90A=1 turns 9.0 into 9.0a and adds the define."""
+def test_sm90a_flags(build_config, monkeypatch) -> None:
+    """HOT_KERNELS_SM90A=0 (and "auto" before it is resolved) keeps sm_90 and the plain flags; =1 turns 9.0 into
+    9.0a and adds the define."""
     config = build_config
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0;9.0;10.0+PTX")
-    monkeypatch.delenv(config.SM90A_ENV, raising=False)
-    assert config.arch_list() == ["8.0", "9.0", "10.0+PTX"] and config.nvcc_flags() == config.NVCC_FLAGS
+    for unresolved in ("0", "auto", ""):
+        monkeypatch.setenv(config.SM90A_ENV, unresolved)
+        assert config.arch_list() == ["8.0", "9.0", "10.0+PTX"] and config.nvcc_flags() == config.NVCC_FLAGS
     monkeypatch.setenv(config.SM90A_ENV, "1")
     assert config.arch_list() == ["8.0", "9.0a", "10.0+PTX"]
     assert config.nvcc_flags() == [*config.NVCC_FLAGS, config.SM90A_DEFINE]
@@ -159,8 +161,32 @@ def test_sm90a_is_opt_in(build_config, monkeypatch) -> None:
     with pytest.raises(RuntimeError, match=r"needs numeric capabilities .* got 'Hopper'"):
         config.arch_list()
     monkeypatch.setenv(config.SM90A_ENV, "yes")
-    with pytest.raises(RuntimeError, match="HOT_KERNELS_SM90A must be 0 or 1, got 'yes'"):
+    with pytest.raises(RuntimeError, match="HOT_KERNELS_SM90A must be 0, 1 or auto, got 'yes'"):
         config.arch_list()
+
+
+def test_sm90a_auto_builds_it_where_hopper_is_built_with_cuda_12(build_config, monkeypatch, tmp_path: Path) -> None:
+    """The default, "auto": sm_90a where 9.0 is in the list and nvcc is CUDA 12+ (then settled as "1" for the rest of
+    the build); not for a list without 9.0, not with CUDA 11.8's nvcc; explicit 0 and 1 stay."""
+    config = build_config
+    nvcc = {}
+    for release in ("11.8", "12.4"):
+        fake = tmp_path / release / "nvcc"
+        fake.parent.mkdir()
+        fake.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {release}, V{release}.1'\n")
+        fake.chmod(0o755)
+        nvcc[release] = str(fake)
+    cases = [("8.0;9.0", None, "12.4", True), ("8.0;9.0", "auto", "12.4", True), ("8.0;8.6", None, "12.4", False),
+             ("8.0;9.0", None, "11.8", False), ("8.0;9.0", "0", "12.4", False), ("8.0", "1", "11.8", True)]  # fmt: skip
+    for arches, setting, release, expected in cases:
+        monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", arches)
+        if setting is None:
+            monkeypatch.delenv(config.SM90A_ENV, raising=False)
+        else:
+            monkeypatch.setenv(config.SM90A_ENV, setting)
+        assert config.resolve_sm90a(nvcc[release]) is expected, (arches, setting, release)
+        assert config.sm90a_requested() is expected
+        assert ("9.0a" in config.arch_list()) is (expected and "9.0" in arches)
 
 
 def test_sm90a_needs_cuda_12(build_config, nvcc: str, tmp_path: Path) -> None:

@@ -15,7 +15,8 @@ chooses among them; the GEMM family is ``HOTConfig.gemm`` (``auto``: by the devi
   values) where O and I are multiples of 16, so the GEMM reads them with no conversion pass;
 - ``cutlass-sm90`` (compute capability 9.0; ``auto``'s choice there when the build has it): g_x as ``cublas``; the
   g_w GEMM is a CUTLASS 3.x sm_90a INT8 GEMM (TMA, wgmma, warp-specialised, stream-K), on an H100 1.3-2.1x as fast
-  as cuBLASLt's ``_int_mm`` at ViT-B's g_w shapes. Only in builds made with ``HOT_KERNELS_SM90A=1``;
+  as cuBLASLt's ``_int_mm`` at ViT-B's g_w shapes. Only in builds that have it (``HOT_KERNELS_SM90A``, by default
+  where 9.0 is built with CUDA 12+);
 - ``reference``: an exact float64 GEMM of the codes (any GPU; odd shapes on the other paths).
 
 Dequantisation is one light pass, ``(acc · row_scale) · (col_scale / block)`` in the reference's float32
@@ -175,7 +176,7 @@ class RealBackend:
         if self.gemm == "cutlass-sm90" and not self._sm90_available(_device_index(device)):
             raise RuntimeError(
                 f"gemm 'cutlass-sm90' is not available on {device}: it needs a compute capability 9.0 GPU "
-                "and hot-kernels built with HOT_KERNELS_SM90A=1 (CUDA 12+)"
+                "and hot-kernels built with its sm_90a GEMM (for 9.0 with CUDA 12+; HOT_KERNELS_SM90A=1 forces it)"
             )
         if self.gemm in ("cublas", "cutlass-sm90") and not fp8_gemm_available():
             raise RuntimeError(

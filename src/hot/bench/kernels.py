@@ -262,7 +262,9 @@ def sm90_gemm_variants(ops: Any, reps: int, warmup: int) -> list[dict[str, Any]]
     (``_scaled_mm``) on HOT's g_w shapes, each result checked equal to ``_int_mm``'s; operands stay L2-resident
     between replays. ``ops``: the compiled ops (``hot.backends.real.load_ops()``), built with the sm_90a GEMM."""
     if not ops.cutlass_sm90_available():
-        raise RuntimeError("the extension holds no sm_90a GEMM for this device (build with HOT_KERNELS_SM90A=1)")
+        raise RuntimeError(
+            "the extension holds no sm_90a GEMM for this device (a build for 9.0 with CUDA 12+, or HOT_KERNELS_SM90A=1)"
+        )
     results = []
     for m, n, k in SM90_SHAPES:
         gen = torch.Generator(device="cuda").manual_seed(m + n + k)

@@ -142,7 +142,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--gemm",
         default="auto",
         choices=GEMMS,
-        help="HOTConfig.gemm, the real backend's GEMM family (cutlass-sm90 needs a HOT_KERNELS_SM90A=1 build)",
+        help="HOTConfig.gemm, the real backend's GEMM family (cutlass-sm90 needs a build with the sm_90a GEMM)",
     )
 
 

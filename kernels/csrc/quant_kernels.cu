@@ -540,9 +540,11 @@ __device__ __forceinline__ void hla_quantize_unit(const float* src, const HlaRow
 #pragma unroll
     for (int j = 0; j < MaxRank; ++j) w[j / 4] |= static_cast<uint32_t>(biased_code_byte(biased[j])) << (8 * (j % 4));
   } else {
+    float q[MaxRank];
+    group_quotients<MaxRank>(x, sc, q);
 #pragma unroll
     for (int j = 0; j < MaxRank; ++j) {
-      w[j / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(nearest_code(x[j], sc, qmax))) << (8 * (j % 4));
+      w[j / 4] |= static_cast<uint32_t>(biased_code_byte(round_code_biased(q[j], qmax))) << (8 * (j % 4));
     }
   }
   store_packed(out, w, count);

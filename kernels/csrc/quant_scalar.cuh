@@ -87,8 +87,9 @@ HOT_HD bool markstein_exact(float v, float q) { return fabsf(v) >= 0x1p-100f && 
 
 HOT_HD float markstein(float v, float q, const Scale& sc) { return fma_rn(fma_rn(-q, sc.s, v), sc.r, q); }
 
-// Whether a scale is finite: under s = inf, r = 0 passes markstein_exact's tests but v − q·s is NaN.
-HOT_HD bool finite_scale(const Scale& sc) { return fabsf(sc.s) <= 3.40282347e38f; }
+// Whether a scale and its reciprocal are finite: under s = inf, r = 0 passes markstein_exact's tests but v − q·s is
+// NaN; under a tiny s, r = inf.
+HOT_HD bool finite_scale(const Scale& sc) { return fabsf(sc.s) <= 3.40282347e38f && fabsf(sc.r) <= 3.40282347e38f; }
 
 // v / s correctly rounded, as div_rn.
 HOT_HD float div_scale(float v, const Scale& sc) {
@@ -183,6 +184,10 @@ HOT_HD float floor_code_biased(float x, int qmax) {
 #endif
 }
 
+// clamp_code(rint(x)) biased as floor_code_biased: one FADD to nearest against 1.5·2^23 rounds half to even, as
+// rintf (and torch.round) do; −0 comes out as +0, the same int8 byte.
+HOT_HD float round_code_biased(float x, int qmax) { return add_rn(clamp_code(x, qmax), 12582912.0f); }
+
 // The integer-valued float and the int8 byte of a biased code.
 HOT_HD float biased_code_value(float biased) { return sub_rn(biased, 12582912.0f); }
 
@@ -196,30 +201,47 @@ HOT_HD uint8_t biased_code_byte(float biased) {
 #endif
 }
 
-// Whether markstein(v, q) may stand for RN(v / s) in a stochastic code: where it is exact, and at v = ±0, where it
-// gives +0 for −0, which RN(q + u) cannot tell apart (−0 + u and +0 + u are equal for every u ≥ 0).
-HOT_HD bool markstein_exact_or_zero(float v, float q) {
-  return (fabsf(v) >= 0x1p-100f || v == 0.0f) && fabsf(q) < 0x1p100f;
+// |v|'s bits times 2, minus 1, unsigned: 0xFFFFFFFF at ±0 and below kTinyKey exactly where 0 < |v| < 2^-100 (whose
+// bits are 0x0D800000), so the least key of a group says whether it holds such a value (one IMAD an element).
+constexpr uint32_t kTinyKey = 0x0D800000u * 2u - 1u;
+
+HOT_HD uint32_t tiny_key(float v) {
+  uint32_t bits;
+#ifdef __CUDA_ARCH__
+  bits = __float_as_uint(v);
+#else
+  std::memcpy(&bits, &v, sizeof bits);
+#endif
+  return bits * 2u - 1u;
 }
 
-// N stochastic codes under one scale, biased (floor_code_biased), u of element k drawn at index + k·stride: the
-// quotients are checked as a group, so N codes take one branch, and a group holding a tiny value (or under a
-// non-finite scale) is divided by IEEE division. The same codes as stochastic_code, element by element.
+// v / s for N values under one scale, correctly rounded, as div_scale. The scale must be an absmax scale of values
+// including these (|v| <= qmax·s, as every quantiser's is), so each quotient stays near qmax and Markstein's q is
+// exact unless a value lies below 2^-100 (or s or r is not finite): one test for the group, whose rare failures take
+// IEEE division for all N. At v = ±0 Markstein gives +0 for −0, which no code tells apart (−0 + u and +0 + u are
+// equal for every u >= 0; nearest codes are integers).
+template <int N>
+HOT_HD void group_quotients(const float (&v)[N], const Scale& sc, float (&q)[N]) {
+  uint32_t least = 0xFFFFFFFFu;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    q[k] = markstein(v[k], mul_rn(v[k], sc.r), sc);
+    const uint32_t t = tiny_key(v[k]);
+    least = t < least ? t : least;
+  }
+  if (!(finite_scale(sc) && least >= kTinyKey)) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) q[k] = div_rn(v[k], sc.s);
+  }
+}
+
+// N stochastic codes under one absmax scale (group_quotients), biased (floor_code_biased), u of element k drawn at
+// index + k·stride: the same codes as stochastic_code, element by element.
 template <int N>
 HOT_HD void stochastic_codes_biased(const float (&v)[N], const Scale& sc, uint32_t index, uint32_t stride,
                                     uint32_t key, int qmax, float (&biased)[N]) {
   float q[N];
-  bool fast = finite_scale(sc);
-#pragma unroll
-  for (int k = 0; k < N; ++k) {
-    const float p = mul_rn(v[k], sc.r);
-    fast = fast & markstein_exact_or_zero(v[k], p);
-    q[k] = markstein(v[k], p, sc);
-  }
-  if (!fast) {
-#pragma unroll
-    for (int k = 0; k < N; ++k) q[k] = div_rn(v[k], sc.s);
-  }
+  group_quotients<N>(v, sc, q);
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     biased[k] = floor_code_biased(add_rn(q[k], hash_uniform(index + static_cast<uint32_t>(k) * stride, key)), qmax);

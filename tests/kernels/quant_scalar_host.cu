@@ -4,8 +4,10 @@
 //   stochastic qmax i32, n u64, n (v, s, u) f32 triples -> n i8    stochastic_code, then n f32 stochastic_code_value
 //   nearest    qmax i32, n u64, n (v, s) f32 pairs      -> n i8    nearest_code
 //   stochastic_group  qmax i32, key u32, stride u32, n u64, n groups of (s f32, index u32, 16 v f32)
-//                                                       -> 16n i8, then 16n f32   stochastic_codes_biased<16>
-//                                                          (u of element k at index + k * stride), its bytes and values
+//                                                       -> 16n i8, 16n f32, 16n f32: stochastic_codes_biased<16>
+//                                                          (u of element k at index + k * stride), its bytes and
+//                                                          values, group_quotients<16>, then 16n i8 of
+//                                                          round_code_biased of those quotients
 //   scale      qmax i32, n u64, n amax f32              -> n f32   absmax_to_scale
 //   divide     n u64, n (v, s) f32 pairs                -> n f32   div_scale(v, scale_of(s))
 //   amax       n u64, n magnitudes f32                  -> 1 f32   amax_of folded over them, from 0
@@ -93,21 +95,27 @@ int main(int argc, char** argv) {
     const auto stride = read_one<uint32_t>();
     const auto n = read_one<uint64_t>();
     std::vector<int8_t> codes(16 * n);
-    std::vector<float> values(16 * n);
+    std::vector<float> values(16 * n), quotients(16 * n);
+    std::vector<int8_t> nearest(16 * n);
     for (uint64_t g = 0; g < n; ++g) {
       const auto s = read_one<float>();
       const auto index = read_one<uint32_t>();
       const auto in = read_many<float>(16);
-      float v[16], biased[16];
+      float v[16], biased[16], q[16];
       for (int k = 0; k < 16; ++k) v[k] = in[k];
       hot::stochastic_codes_biased<16>(v, hot::scale_of(s), index, stride, key, qmax, biased);
+      hot::group_quotients<16>(v, hot::scale_of(s), q);
       for (int k = 0; k < 16; ++k) {
         codes[16 * g + k] = static_cast<int8_t>(hot::biased_code_byte(biased[k]));
         values[16 * g + k] = hot::biased_code_value(biased[k]);
+        quotients[16 * g + k] = q[k];
+        nearest[16 * g + k] = static_cast<int8_t>(hot::biased_code_byte(hot::round_code_biased(q[k], qmax)));
       }
     }
     write_many(codes);
     write_many(values);
+    write_many(quotients);
+    write_many(nearest);
   } else if (!std::strcmp(op, "divide")) {
     const auto n = read_one<uint64_t>();
     const auto in = read_many<float>(2 * n);

@@ -25,6 +25,20 @@ def test_bytes_bandwidth_and_targets_by_hand() -> None:
     assert report.meets(None, 1.0) is None and report.meets(0.6, 0.7, higher_is_better=False) is True
 
 
+def test_step_spread_marks_a_jittery_variant_unsteady() -> None:
+    steady = [55.4] * 18 + [56.6, 55.5]
+    jittery = [71.6, 79.2, 89.2, 81.3, 73.3, 72.5, 76.7, 85.1, 80.2, 86.8, 69.2, 78.3, 69.3, 64.9, 64.9, 65.7]
+    assert report.step_spread(steady) < report.UNSTEADY_SPREAD < report.step_spread(jittery)
+    assert report.step_spread([3.0]) == 0.0
+    payload = {"step": {"variants": {
+        "hot": {"step_ms": 55.4, "step_ms_min": 55.4, "step_ms_spread": report.step_spread(steady)},
+        "hot_compile": {"step_ms": 75.0, "step_ms_min": 64.9, "step_ms_spread": report.step_spread(jittery)},
+    }}}  # fmt: skip
+    lines = {line.split()[0]: line for line in report.summary_lines(payload) if line.startswith("hot")}
+    assert "UNSTEADY" in lines["hot_compile"] and "UNSTEADY" not in lines["hot"]
+    assert "64.90" in lines["hot_compile"]
+
+
 def test_step_summary_ratios_and_targets() -> None:
     variants = {
         "bf16": {"step_ms": 125.0, "peak_memory_gib": 12.0},

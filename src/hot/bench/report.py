@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,19 @@ STEP_SPEEDUP_TARGET = 1.15  # bf16_compile step time / HOT step time
 STEP_MEMORY_TARGET = 0.7  # HOT peak memory / bf16_compile peak memory
 REGRESSION_THRESHOLD = 0.10  # a metric worse than the last committed run's by more than this fraction is flagged
 COMPARED_SETTINGS = ("batch", "steps", "warmup_steps", "seed", "gemm", "fused_grad_output")
+
+
+# A variant whose middle 80% of step times spans more than this fraction of its median is reported unsteady: its
+# median then says more about the machine (host jitter meets a host-bound step) than about the variant.
+UNSTEADY_SPREAD = 0.05
+
+
+def step_spread(times: list[float]) -> float:
+    """(90th − 10th percentile) / median of the step times; 0 for fewer than two."""
+    if len(times) < 2:
+        return 0.0
+    deciles = statistics.quantiles(times, n=10, method="inclusive")
+    return (deciles[-1] - deciles[0]) / statistics.median(times)
 
 
 def meets(value: float | None, target: float, higher_is_better: bool = True) -> bool | None:
@@ -102,14 +116,17 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
         )
     step = payload.get("step")
     if step:
-        lines.append("step variant     ms      GiB   speedup  mem ratio")
+        lines.append("step variant     ms      GiB   speedup  mem ratio   min ms  spread")
         ratios = step.get("ratios", {})
         for name, v in step["variants"].items():
             if "step_ms" in v:
                 r = ratios.get(name, {})
+                spread = v.get("step_ms_spread")
+                unsteady = "  UNSTEADY" if spread is not None and spread > UNSTEADY_SPREAD else ""
                 lines.append(
                     f"{name:<15} {v['step_ms']:7.1f} {f(v.get('peak_memory_gib')):>7} "
-                    f"{f(r.get('speedup')):>8} {f(r.get('memory_ratio')):>9}"
+                    f"{f(r.get('speedup')):>8} {f(r.get('memory_ratio')):>9} {f(v.get('step_ms_min')):>8} "
+                    f"{f(spread):>7}{unsteady}"
                 )
             else:
                 lines.append(f"{name:<15} {str(v.get('skipped') or v.get('error'))[:100]}")

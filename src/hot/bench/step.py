@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import HOTConfig
+from .report import step_spread
 
 STEP_MODEL = "vit_base_patch16_224"
 STEP_CLASSES = 100
@@ -91,6 +92,8 @@ def time_training(
         result["peak_memory_gib"] = None
     result.update(
         step_ms=statistics.median(times),
+        step_ms_min=min(times),
+        step_ms_spread=step_spread(times),
         step_ms_all=times,
         images_per_s=len(images) / (statistics.median(times) / 1e3),
         final_loss=float(loss.item()) if loss is not None else None,

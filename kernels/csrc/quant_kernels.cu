@@ -390,8 +390,8 @@ constexpr int kTileBlocks = 8;   // sample-blocks (8 x 16 tokens) per CTA tile
 constexpr int kTileGroups = 16;  // channel groups of Vec channels per CTA tile
 
 struct HlaRows {
-  int row[kHla];
-  unsigned mask;  // bit m set when basis row m is kept
+  int slot[kHla];  // the tile row where basis row m is parked: its place j among the kept rows (projected row j)
+  unsigned mask;   // bit m set when basis row m is kept
 };
 
 // The 16 slots of unit sb for channels c..c+Vec, zero where padded: 16 row loads of Vec contiguous elements
@@ -505,7 +505,8 @@ struct HlaTile {
   static constexpr int kFloats = kTileBlocks * kStride;
 };
 
-// Phase 1's end: park this thread's kept (transformed) rows in the tile.
+// Phase 1's end: park this thread's kept (transformed) rows in the tile, in projected-row order (basis row m at tile
+// row slot[m]), so phase 2 reads its rows at constant offsets.
 template <int Vec>
 __device__ __forceinline__ void hla_park(float* tile, const HlaRows& rows, const float (&v)[Vec][kHla]) {
   constexpr int kCols = HlaTile<Vec>::kCols;
@@ -514,25 +515,24 @@ __device__ __forceinline__ void hla_park(float* tile, const HlaRows& rows, const
   for (int k = 0; k < kHla; ++k) {
     if (rows.mask >> k & 1u) {
       if constexpr (Vec == 4) {
-        *reinterpret_cast<float4*>(dst + k * kCols) = make_float4(v[0][k], v[1][k], v[2][k], v[3][k]);
+        *reinterpret_cast<float4*>(dst + rows.slot[k] * kCols) = make_float4(v[0][k], v[1][k], v[2][k], v[3][k]);
       } else {
 #pragma unroll
-        for (int i = 0; i < Vec; ++i) dst[k * kCols + i] = v[i][k];
+        for (int i = 0; i < Vec; ++i) dst[rows.slot[k] * kCols + i] = v[i][k];
       }
     }
   }
 }
 
-// The codes of one unit's `count` projected rows in one channel (src: its first kept row in the tile, rows kCols
+// The codes of one unit's `count` projected rows in one channel (src: its projected row 0 in the tile, rows kCols
 // apart; u of row j drawn at index + j * stride), packed little-endian and stored at out. MaxRank (1, 8 or 16) bounds
-// count; rows past it are zero and not stored.
-template <int MaxRank, bool Stochastic, int kCols>
-__device__ __forceinline__ void hla_quantize_unit(const float* src, const HlaRows& rows, int count, const Scale& sc,
-                                                  uint32_t index, uint32_t stride, uint32_t key, int qmax,
-                                                  int8_t* __restrict__ out) {
+// count (Full: count is MaxRank, no guards); rows past count are zero and not stored.
+template <int MaxRank, bool Full, bool Stochastic, int kCols>
+__device__ __forceinline__ void hla_quantize_unit(const float* src, int count, const Scale& sc, uint32_t index,
+                                                  uint32_t stride, uint32_t key, int qmax, int8_t* __restrict__ out) {
   float x[MaxRank];
 #pragma unroll
-  for (int j = 0; j < MaxRank; ++j) x[j] = j < count ? src[rows.row[j] * kCols] : 0.0f;
+  for (int j = 0; j < MaxRank; ++j) x[j] = Full || j < count ? src[j * kCols] : 0.0f;
   uint32_t w[4] = {0u, 0u, 0u, 0u};
   if constexpr (Stochastic) {
     float biased[MaxRank];
@@ -554,7 +554,7 @@ __device__ __forceinline__ void hla_quantize_unit(const float* src, const HlaRow
 // sample-blocks fastest across lanes, so a warp stores 4 channels x 8 x rank contiguous bytes of the
 // transposed (C x R) codes.
 template <int Vec, bool Stochastic>
-__device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh, const HlaRows& rows, int qmax,
+__device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh, int qmax,
                                           bool per_channel, uint32_t key, const uint32_t* __restrict__ amax_bits,
                                           int8_t* __restrict__ codes_t, float* __restrict__ scale) {
   constexpr int kCols = HlaTile<Vec>::kCols;
@@ -582,11 +582,11 @@ __device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh,
     const uint32_t index = static_cast<uint32_t>(row0) * channels + static_cast<uint32_t>(c);
     int8_t* const out = codes_t + c * sh.proj_rows + row0;
     if (count == 1) {
-      hla_quantize_unit<1, Stochastic, kCols>(src, rows, count, sc, index, channels, key, qmax, out);
-    } else if (count <= 8) {
-      hla_quantize_unit<8, Stochastic, kCols>(src, rows, count, sc, index, channels, key, qmax, out);
+      hla_quantize_unit<1, true, Stochastic, kCols>(src, count, sc, index, channels, key, qmax, out);
+    } else if (count == 8) {  // the paper's rank
+      hla_quantize_unit<8, true, Stochastic, kCols>(src, count, sc, index, channels, key, qmax, out);
     } else {
-      hla_quantize_unit<kHla, Stochastic, kCols>(src, rows, count, sc, index, channels, key, qmax, out);
+      hla_quantize_unit<kHla, false, Stochastic, kCols>(src, count, sc, index, channels, key, qmax, out);
     }
   }
 }
@@ -607,7 +607,7 @@ __global__ void __launch_bounds__(kHlaThreads)
     }
   }
   __syncthreads();
-  hla_store<Vec, Stochastic>(tile, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale);
+  hla_store<Vec, Stochastic>(tile, sh, qmax, per_channel, key, amax_bits, codes_t, scale);
 }
 
 template <typename T, int Vec>
@@ -785,10 +785,10 @@ __global__ void __launch_bounds__(kHlaThreads)
   if (sb >= 0) hla_park<kHqVec>(tile, rows, v);
   __syncthreads();
   if (q.hla_stochastic) {
-    hla_store<kHqVec, true>(tile, sh, rows, q.hla_qmax, q.hla_per_channel, q.hla_key, q.hla_amax, q.hla_codes_t,
+    hla_store<kHqVec, true>(tile, sh, q.hla_qmax, q.hla_per_channel, q.hla_key, q.hla_amax, q.hla_codes_t,
                             q.hla_scale);
   } else {
-    hla_store<kHqVec, false>(tile, sh, rows, q.hla_qmax, q.hla_per_channel, q.hla_key, q.hla_amax, q.hla_codes_t,
+    hla_store<kHqVec, false>(tile, sh, q.hla_qmax, q.hla_per_channel, q.hla_key, q.hla_amax, q.hla_codes_t,
                              q.hla_scale);
   }
 }
@@ -804,7 +804,7 @@ void launch_grad_output(const T* g, HlaShape sh, const HlaRows& rows, const Grad
 HlaRows hla_rows(const int* rows, int rank) {
   HlaRows kept{};
   for (int j = 0; j < rank; ++j) {
-    kept.row[j] = rows[j];
+    kept.slot[rows[j]] = j;
     kept.mask |= 1u << rows[j];
   }
   return kept;

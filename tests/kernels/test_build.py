@@ -169,6 +169,8 @@ def test_sm90a_auto_builds_it_where_hopper_is_built_with_cuda_12(build_config, m
     """The default, "auto": sm_90a where 9.0 is in the list and nvcc is CUDA 12+ (then settled as "1" for the rest of
     the build); not for a list without 9.0, not with CUDA 11.8's nvcc; explicit 0 and 1 stay."""
     config = build_config
+    # recorded first, so the teardown removes what resolve_sm90a writes into os.environ itself
+    monkeypatch.setenv(config.SM90A_ENV, "auto")
     nvcc = {}
     for release in ("11.8", "12.4"):
         fake = tmp_path / release / "nvcc"

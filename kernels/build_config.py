@@ -7,7 +7,6 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -67,14 +66,6 @@ def sm90a_requested() -> bool:
     """Whether $HOT_KERNELS_SM90A asks for the sm_90a INT8 GEMM ("1"; "0" no; "auto", unset, is resolved by
     :func:`resolve_sm90a` before a build and reads as no until then)."""
     return _sm90a_setting() == "1"
-
-
-def default_nvcc() -> str:
-    """The nvcc a build uses: $CUDA_HOME/bin/nvcc (torch's choice), else the one on PATH, else /usr/local/cuda's."""
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if home:
-        return str(Path(home) / "bin" / "nvcc")
-    return shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
 
 
 def resolve_sm90a(nvcc: str) -> bool:

@@ -10,17 +10,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import build_config
 from setuptools import setup
 from setuptools.command.build_py import build_py
-
-# torch.utils.cpp_extension reads the architectures from this variable; HOT_KERNELS_SM90A's default, "auto", is
-# settled first (sm_90a where 9.0 is built with CUDA 12+).
-os.environ["TORCH_CUDA_ARCH_LIST"] = ";".join(
-    build_config.arch_list(build_config.resolve_sm90a(build_config.default_nvcc()))
-)
-
 from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CUDAExtension
 
+# The nvcc torch compiles with; HOT_KERNELS_SM90A's default, "auto", is settled against it (sm_90a where 9.0 is built
+# with CUDA 12+) before the architectures, which torch.utils.cpp_extension reads from this variable when it compiles.
+NVCC = os.path.join(CUDA_HOME or "/usr/local/cuda", "bin", "nvcc")
+os.environ["TORCH_CUDA_ARCH_LIST"] = ";".join(build_config.arch_list(build_config.resolve_sm90a(NVCC)))
 if build_config.sm90a_requested():
-    build_config.check_sm90a_toolkit(os.path.join(CUDA_HOME or "/usr/local/cuda", "bin", "nvcc"))
+    build_config.check_sm90a_toolkit(NVCC)
 
 
 def _write_build_info(package_dir: Path) -> None:

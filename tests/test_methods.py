@@ -201,6 +201,6 @@ def test_lbp_wht_backward_projects_g_y_once_and_gives_both_gradients(monkeypatch
     projected = []
     project = methods_module.hla_project_matmul
     monkeypatch.setattr(methods_module, "hla_project_matmul", lambda t, *a: projected.append(t.shape) or project(t, *a))
-    g_x, g_w = m.backward_gemms(g, w, (x,), windows, LayerState(0), keys)
+    g_x, g_w, g_b = m.backward_gemms(g, w, (x,), windows, LayerState(0), keys)
     assert projected == [g.shape, x.shape]  # g_y once, shared by both GEMMs; x once
-    assert torch.equal(g_x, expected[0]) and torch.equal(g_w, expected[1])
+    assert torch.equal(g_x, expected[0]) and torch.equal(g_w, expected[1]) and g_b is None

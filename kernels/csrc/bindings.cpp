@@ -143,10 +143,11 @@ std::vector<int> hla_kept_rows(int64_t length, const hot::HlaWindows& w, const s
   return kept;
 }
 
-// (codes_t (C, R) int8 = the projection's codes transposed, scale (C) or ()).
+// (codes_t (C, R) int8 = the projection's codes transposed, scale (C) or (), column sums: float32 (C), t summed
+// over its L rows, with column_sums, else empty).
 std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int64_t>& windows,
                                      const std::vector<int64_t>& rows,
-                                     int64_t bits, bool stochastic, bool per_channel, int64_t key) {
+                                     int64_t bits, bool stochastic, bool per_channel, int64_t key, bool column_sums) {
   check_cuda(t, "t");
   check_aligned(t, "t");
   TORCH_CHECK_VALUE(t.dim() == 2, "t must be 2-D (L, C), got ", num(t.dim()), "-D");
@@ -162,20 +163,26 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int6
   auto codes_t = at::empty({t.size(1), proj_rows}, opts.dtype(at::kChar));
   auto scale = per_channel ? at::empty({t.size(1)}, opts.dtype(at::kFloat)) : at::empty({}, opts.dtype(at::kFloat));
   auto amax = at::zeros({per_channel ? t.size(1) : 1}, opts.dtype(at::kInt));
+  auto sums = at::empty({column_sums ? t.size(1) : 0}, opts.dtype(at::kFloat));
+  auto partials = at::empty({column_sums ? hot::hla_column_partial_rows(t.size(0), w) : 0, t.size(1)},
+                            opts.dtype(at::kFloat));
+  const hot::ColumnSums sums_out{column_sums ? partials.data_ptr<float>() : nullptr,
+                                 column_sums ? sums.data_ptr<float>() : nullptr};
   hot::hla_quantize(t.data_ptr(), type, t.size(0), t.size(1), w, kept.data(), rank, qmax, per_channel,
                     stochastic, static_cast<uint32_t>(key), codes_t.data_ptr<int8_t>(), scale.data_ptr<float>(),
-                    reinterpret_cast<uint32_t*>(amax.data_ptr<int32_t>()), c10::cuda::getCurrentCUDAStream());
+                    reinterpret_cast<uint32_t*>(amax.data_ptr<int32_t>()), sums_out,
+                    c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {codes_t, scale};
+  return {codes_t, scale, sums};
 }
 
 // Both quantisations of g_y from two passes: (hq codes (L, O) int8 or e4m3 with fp8, hq scale (L, 1) or (),
-// hla codes_t (O, R) int8, hla scale (O) or ()).
+// hla codes_t (O, R) int8, hla scale (O) or (), column sums (O) float32 with column_sums, else empty).
 std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, const std::vector<int64_t>& windows,
                                              int64_t block, int64_t hq_bits,
                                              bool per_token, int64_t hq_key, bool fp8,
                                              const std::vector<int64_t>& rows, int64_t hla_bits, bool per_channel,
-                                             bool stochastic, int64_t hla_key) {
+                                             bool stochastic, int64_t hla_key, bool column_sums) {
   check_cuda(g_y, "g_y");
   check_aligned(g_y, "g_y");
   TORCH_CHECK_VALUE(g_y.dim() == 2, "g_y must be 2-D (L, O), got ", num(g_y.dim()), "-D");
@@ -220,9 +227,12 @@ std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, const std::v
   q.hla_codes_t = hla_codes_t.data_ptr<int8_t>();
   q.hla_scale = hla_scale.data_ptr<float>();
   q.hla_amax = amax_bits + hq_n;
+  auto sums = at::empty({column_sums ? channels : 0}, f32);
+  auto partials = at::empty({column_sums ? hot::hla_column_partial_rows(length, w) : 0, channels}, f32);
+  q.sums = {column_sums ? partials.data_ptr<float>() : nullptr, column_sums ? sums.data_ptr<float>() : nullptr};
   hot::quantize_grad_output(g_y.data_ptr(), type, q, c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {hq_codes, hq_scale, hla_codes_t, hla_scale};
+  return {hq_codes, hq_scale, hla_codes_t, hla_scale, sums};
 }
 
 // float32 (M, N) = (acc * row) * (col / divisor); row has M or 1 elements, col N or 1.

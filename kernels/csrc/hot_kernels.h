@@ -35,6 +35,14 @@ struct HlaWindows {
 // Rows of hla_quantize's projection of `length` rows at rank `rank`: samples * (windows * rank + prefix).
 int64_t hla_projected_rows(int64_t length, const HlaWindows& windows, int rank);
 
+// Where hla_quantize also writes t's column sums (sum over its L rows, float32; the bias gradient where t is g_y):
+// partials, hla_column_partial_rows(L, windows) x C float32 scratch, and out (C). Both null: no sums.
+struct ColumnSums {
+  float* partials;
+  float* out;
+};
+int64_t hla_column_partial_rows(int64_t length, const HlaWindows& windows);
+
 // Q(P t) along the token axis: t (L x C) in samples of windows.tokens rows, kept rows `rows[0..rank)` of H_16.
 // codes_t: int8 (C x R) row-major, R = samples*windows*rank window rows, then samples*prefix prefix rows.
 // per_channel: scale (C), else scale[0]. stochastic needs key. amax_bits: C (or 1) zeroed uint32.
@@ -42,7 +50,7 @@ int64_t hla_projected_rows(int64_t length, const HlaWindows& windows, int rank);
 // quantize_grad_output.
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
                   const int* rows, int rank, int qmax, bool per_channel, bool stochastic, uint32_t key, int8_t* codes_t,
-                  float* scale, uint32_t* amax_bits, cudaStream_t stream);
+                  float* scale, uint32_t* amax_bits, const ColumnSums& sums, cudaStream_t stream);
 
 // Both quantisations of g_y (L x O) at once, from two passes over it: Q(HT(g_y)) as hq_quantize_grad_output
 // (codes L x O, scale L or 1) and Q(P g_y) as hla_quantize (codes_t O x R, scale O or 1). Needs O % 4 == 0
@@ -63,6 +71,7 @@ struct GradOutputQuant {
   int8_t* hla_codes_t;
   float* hla_scale;
   uint32_t* hla_amax;
+  ColumnSums sums;  // g_y's column sums from pass 1, where asked for
 };
 void quantize_grad_output(const void* g_y, InType type, const GradOutputQuant& q, cudaStream_t stream);
 

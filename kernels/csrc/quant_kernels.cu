@@ -445,23 +445,54 @@ __device__ __forceinline__ void hla_unit(const HlaShape& sh, int vec, int64_t& s
   if (sb >= sh.sblocks || c >= sh.channels) sb = -1;
 }
 
+// The tile's sum over its units of each of its channels, written to column_partials[tile_b * C + channel]. A
+// unit's slot sum is row 0 of H_16 v (the butterfly's all-plus row; a prefix unit's is 4 x its token, exactly), so
+// the sums cost no pass over memory. Units are added in a fixed order: the same bits on every run.
+template <int Vec>
+__device__ __forceinline__ void hla_tile_column_sums(const HlaShape& sh, const float (&unit_sum)[Vec],
+                                                     float* __restrict__ column_partials) {
+  __shared__ float warp_sums[kHlaThreads / 32][kTileGroups * Vec];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float s[Vec];
+#pragma unroll
+  for (int i = 0; i < Vec; ++i) {
+    // lanes l and l + 16 hold the same channels of two units (a + b and b + a are the same float)
+    s[i] = __fadd_rn(unit_sum[i], __shfl_xor_sync(0xffffffffu, unit_sum[i], kTileGroups));
+    if (lane < kTileGroups) warp_sums[warp][lane * Vec + i] = s[i];
+  }
+  __syncthreads();
+  if (threadIdx.x < kTileGroups * Vec) {
+    float total = warp_sums[0][threadIdx.x];
+#pragma unroll
+    for (int w = 1; w < kHlaThreads / 32; ++w) total = __fadd_rn(total, warp_sums[w][threadIdx.x]);
+    const int64_t tile_c = blockIdx.x % sh.tiles_c, tile_b = blockIdx.x / sh.tiles_c;
+    const int64_t channel = tile_c * kTileGroups * Vec + threadIdx.x;
+    if (channel < sh.channels) column_partials[tile_b * sh.channels + channel] = total;
+  }
+}
+
 template <typename T, int Vec>
 __global__ void __launch_bounds__(kHlaThreads)
-    hla_amax(const T* __restrict__ t, HlaShape sh, unsigned mask, bool per_channel, uint32_t* amax_bits) {
+    hla_amax(const T* __restrict__ t, HlaShape sh, unsigned mask, bool per_channel, uint32_t* amax_bits,
+             float* __restrict__ column_partials) {
   int64_t sb, c;
   hla_unit(sh, Vec, sb, c);
   float m[Vec] = {};
+  float unit_sum[Vec] = {};
   if (sb >= 0) {
     float v[Vec][kHla];
     hla_load<T, Vec>(t, sh, sb, c, v);
+    const bool prefix = sb >= sh.window_units;
 #pragma unroll
     for (int i = 0; i < Vec; ++i) {
+      unit_sum[i] = prefix ? __fmul_rn(v[i][0], 0.25f) : v[i][0];
 #pragma unroll
       for (int k = 0; k < kHla; ++k) {
         if (mask >> k & 1u) m[i] = amax_of(m[i], fabsf(v[i][k]));
       }
     }
   }
+  if (column_partials != nullptr) hla_tile_column_sums<Vec>(sh, unit_sum, column_partials);
   if (per_channel) {
     // lanes l and l + 16 hold the same channels (kTileGroups = 16): one atomic for both
 #pragma unroll
@@ -610,13 +641,40 @@ __global__ void __launch_bounds__(kHlaThreads)
   hla_store<Vec, Stochastic>(tile, sh, qmax, per_channel, key, amax_bits, codes_t, scale);
 }
 
+constexpr int kSumRows = 16;  // column_sums_finish: threads adding a column's partials, each every 16th
+
+// out[c] = the sum of partials[0..tiles) of column c (tiles x C), in tile order: each of kSumRows threads adds
+// every kSumRows-th tile, then one thread adds their totals in thread order.
+__global__ void column_sums_finish(const float* __restrict__ partials, int64_t tiles, int64_t channels,
+                                   float* __restrict__ out) {
+  __shared__ float part[kSumRows][32];
+  const int64_t c = blockIdx.x * 32 + threadIdx.x;
+  float s = 0.0f;
+  if (c < channels) {
+    for (int64_t t = threadIdx.y; t < tiles; t += kSumRows) s = __fadd_rn(s, partials[t * channels + c]);
+  }
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < channels) {
+    float total = part[0][threadIdx.x];
+#pragma unroll
+    for (int y = 1; y < kSumRows; ++y) total = __fadd_rn(total, part[y][threadIdx.x]);
+    out[c] = total;
+  }
+}
+
 template <typename T, int Vec>
 void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool per_channel, bool stochastic,
-                    uint32_t key, int8_t* codes_t, float* scale, uint32_t* amax_bits, cudaStream_t stream) {
+                    uint32_t key, int8_t* codes_t, float* scale, uint32_t* amax_bits, const ColumnSums& sums,
+                    cudaStream_t stream) {
   sh.tiles_c = (sh.channels + HlaTile<Vec>::kCols - 1) / HlaTile<Vec>::kCols;
-  const int64_t tiles = sh.tiles_c * ((sh.sblocks + kTileBlocks - 1) / kTileBlocks);
+  const int64_t tiles_b = (sh.sblocks + kTileBlocks - 1) / kTileBlocks, tiles = sh.tiles_c * tiles_b;
   hla_amax<T, Vec><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(t, sh, rows.mask, per_channel,
-                                                                            amax_bits);
+                                                                            amax_bits, sums.partials);
+  if (sums.out != nullptr) {
+    const auto blocks = static_cast<unsigned>((sh.channels + 31) / 32);
+    column_sums_finish<<<blocks, dim3(32, kSumRows), 0, stream>>>(sums.partials, tiles_b, sh.channels, sums.out);
+  }
   if (stochastic) {
     hla_quantize_kernel<T, Vec, true><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(
         t, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale);
@@ -628,12 +686,13 @@ void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool
 
 template <typename T>
 void launch_hla(const T* t, const HlaShape& sh, const HlaRows& rows, int qmax, bool per_channel, bool stochastic,
-                uint32_t key, int8_t* codes_t, float* scale, uint32_t* amax_bits, cudaStream_t stream) {
+                uint32_t key, int8_t* codes_t, float* scale, uint32_t* amax_bits, const ColumnSums& sums,
+                cudaStream_t stream) {
   // Vector loads need every row start aligned to 4 elements.
   if (sh.channels % 4 == 0) {
-    launch_hla_vec<T, 4>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, stream);
+    launch_hla_vec<T, 4>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums, stream);
   } else {
-    launch_hla_vec<T, 1>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, stream);
+    launch_hla_vec<T, 1>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums, stream);
   }
 }
 
@@ -721,6 +780,12 @@ __global__ void __launch_bounds__(kHlaThreads)
     }
   }
   hla_transform<kHqVec>(u, v);
+  if (q.sums.partials != nullptr) {
+    float unit_sum[kHqVec];
+#pragma unroll
+    for (int i = 0; i < kHqVec; ++i) unit_sum[i] = u.prefix ? __fmul_rn(v[i][0], 0.25f) : v[i][0];
+    hla_tile_column_sums<kHqVec>(sh, unit_sum, q.sums.partials);
+  }
   float m[kHqVec] = {};
 #pragma unroll
   for (int i = 0; i < kHqVec; ++i) {
@@ -796,8 +861,13 @@ __global__ void __launch_bounds__(kHlaThreads)
 template <typename T, int N>
 void launch_grad_output(const T* g, HlaShape sh, const HlaRows& rows, const GradOutputQuant& q, cudaStream_t stream) {
   sh.tiles_c = (sh.channels + HlaTile<kHqVec>::kCols - 1) / HlaTile<kHqVec>::kCols;
-  const auto tiles = static_cast<unsigned>(sh.tiles_c * ((sh.sblocks + kTileBlocks - 1) / kTileBlocks));
+  const int64_t tiles_b = (sh.sblocks + kTileBlocks - 1) / kTileBlocks;
+  const auto tiles = static_cast<unsigned>(sh.tiles_c * tiles_b);
   grad_output_amax<T, N><<<tiles, kHlaThreads, 0, stream>>>(g, sh, rows.mask, q);
+  if (q.sums.out != nullptr) {
+    const auto blocks = static_cast<unsigned>((sh.channels + 31) / 32);
+    column_sums_finish<<<blocks, dim3(32, kSumRows), 0, stream>>>(q.sums.partials, tiles_b, sh.channels, q.sums.out);
+  }
   grad_output_quantize<T, N><<<tiles, kHlaThreads, 0, stream>>>(g, sh, rows, q);
 }
 
@@ -943,13 +1013,17 @@ int64_t hla_projected_rows(int64_t length, const HlaWindows& windows, int rank) 
   return hla_shape(length, 1, windows, rank).proj_rows;
 }
 
+int64_t hla_column_partial_rows(int64_t length, const HlaWindows& windows) {
+  return (hla_shape(length, 1, windows, 1).sblocks + kTileBlocks - 1) / kTileBlocks;
+}
+
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
                   const int* rows, int rank, int qmax, bool per_channel, bool stochastic, uint32_t key, int8_t* codes_t,
-                  float* scale, uint32_t* amax_bits, cudaStream_t stream) {
+                  float* scale, uint32_t* amax_bits, const ColumnSums& sums, cudaStream_t stream) {
   const HlaRows kept = hla_rows(rows, rank);
   const HlaShape sh = hla_shape(length, channels, windows, rank);
   with_input_type(t, type, [&](auto p) {
-    launch_hla(p, sh, kept, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, stream);
+    launch_hla(p, sh, kept, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums, stream);
   });
 }
 

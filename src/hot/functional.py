@@ -287,7 +287,9 @@ def _backward_outputs(
     w2d = weight.reshape(weight.shape[0], -1) if needs[0] else None
     # Conv's g_x is folded (overlapping columns summed) in float32.
     gx_dtype = torch.float32 if conv else x_dtype
-    g_x, g_w = layer.hot_method.backward_gemms(g2d, w2d, packed, windows, layer.hot_state, keys, gx_dtype=gx_dtype)
+    g_x, g_w, g_b = layer.hot_method.backward_gemms(
+        g2d, w2d, packed, windows, layer.hot_state, keys, gx_dtype=gx_dtype, bias=needs[2]
+    )
     empty = g_y.new_empty(0)
     if g_x is None:
         g_x = empty
@@ -296,9 +298,7 @@ def _backward_outputs(
     else:
         g_x = g_x.reshape(x_shape)
     g_w = empty.clone() if g_w is None else g_w.reshape(weight.shape).to(weight.dtype)
-    g_b = empty.clone()
-    if needs[2]:
-        g_b = g2d.sum(0, dtype=torch.float64 if g2d.dtype == torch.float64 else torch.float32).to(weight.dtype)
+    g_b = empty.clone() if g_b is None else g_b.to(weight.dtype)
     return [g_x, g_w, g_b]
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from . import rounding
-from .backends import Backend, HLASpec, HQSpec, create_backend
+from .backends import Backend, HLASpec, HQSpec, column_sums, create_backend
 from .config import HOTConfig
 from .hadamard import block_hadamard, largest_block
 from .hla import HLA_BLOCK, HLAWindows, hla_project_matmul, hla_unproject, projected_rows
@@ -119,12 +119,14 @@ class Method:
         state: LayerState,
         keys: Keys,
         gx_dtype: torch.dtype = torch.float32,
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """One backward's g_x (in ``gx_dtype``; None without ``weight``) and g_w (float32; None without ``saved``)."""
+        bias: bool = False,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        """One backward's g_x (in ``gx_dtype``; None without ``weight``), g_w (float32; None without ``saved``) and
+        with ``bias`` the bias gradient (:func:`hot.backends.column_sums` of g_y; else None)."""
         state.backend = self.backend_name(g_y.device)
         g_x = None if weight is None else self.grad_input(g_y, weight, windows, state, keys).to(gx_dtype)
         g_w = self.grad_weight(g_y, saved, windows, keys) if saved else None
-        return g_x, g_w
+        return g_x, g_w, column_sums(g_y) if bias else None
 
 
 class HOTMethod(Method):
@@ -199,16 +201,18 @@ class HOTMethod(Method):
         state: LayerState,
         keys: Keys,
         gx_dtype: torch.dtype = torch.float32,
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """Both GEMMs from one quantisation call over g_y (the real backend reads g_y once per pass for both)."""
+        bias: bool = False,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        """Both GEMMs (and the bias gradient) from one quantisation call over g_y (the real backend reads g_y once
+        per pass for both, and adds the bias gradient up in its HLA statistics pass)."""
         if weight is None or not saved:
-            return super().backward_gemms(g_y, weight, saved, windows, state, keys, gx_dtype)
+            return super().backward_gemms(g_y, weight, saved, windows, state, keys, gx_dtype, bias)
         backend = self.backend_for(g_y.device)
         state.backend = backend.name
         specs = self._specs(g_y, weight.shape[0], windows, state, keys)
-        a_codes, a_scale, g_codes, g_scale = backend.quantize_grad_output(g_y, specs.grad_output, specs.grad_output_hla)
-        g_x = self._hq_matmul((a_codes, a_scale), weight, specs.grad_output, gx_dtype)
-        return g_x, self._hla_matmul((g_codes, g_scale), saved, specs)
+        q = backend.quantize_grad_output(g_y, specs.grad_output, specs.grad_output_hla, column_sums=bias)
+        g_x = self._hq_matmul((q.hq_codes, q.hq_scale), weight, specs.grad_output, gx_dtype)
+        return g_x, self._hla_matmul((q.hla_codes, q.hla_scale), saved, specs), q.column_sums
 
 
 def record_lqs_errors(g_y: torch.Tensor, block: int, bits: int, state: LayerState) -> None:
@@ -294,14 +298,15 @@ class LBPWHTMethod(Method):
         state: LayerState,
         keys: Keys,
         gx_dtype: torch.dtype = torch.float32,
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        bias: bool = False,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
         """Both GEMMs from one projection of g_y."""
         state.backend = self.backend_name(g_y.device)
         rank = self.config.hla_rank
         g_projected = float_projection(g_y, windows, rank)
         g_x = None if weight is None else self._grad_input(g_projected, weight, windows).to(gx_dtype)
         g_w = hla_grad_weight(g_projected, saved[0], windows, rank) if saved else None
-        return g_x, g_w
+        return g_x, g_w, column_sums(g_y) if bias else None
 
 
 class HLAFilterMethod(Method):

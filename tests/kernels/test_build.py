@@ -86,7 +86,10 @@ i8 = torch.zeros(4, 32, dtype=torch.int8)
 cases = [
     (lambda: _C.check_float_matrix(torch.zeros(4, 32), "g_y"), "g_y must be on a CUDA device for backend 'real'"),
     (lambda: _C.hq_quantize_grad_output(torch.zeros(4, 32), 16, 4, True, 1, False), "g_y must be a CUDA tensor"),
-    (lambda: _C.hla_quantize(torch.zeros(4, 32), [16, 0, 1, 16, 16], [0], 8, False, False, 0), "t must be a CUDA"),
+    (
+        lambda: _C.hla_quantize(torch.zeros(4, 32), [16, 0, 1, 16, 16], [0], 8, False, False, 0, True),
+        "t must be a CUDA",
+    ),
     (lambda: _C.check_hq_matmul(i8, torch.ones(4), i8, torch.ones(1), 16), "a_codes must be on a CUDA device"),
     (lambda: _C.check_hla_matmul(i8, torch.ones(1), i8, torch.ones(1)), "g_codes must be on a CUDA device"),
     (lambda: _C.cutlass_gemm_s8(i8, i8), "a must be a CUDA tensor"),

@@ -171,6 +171,41 @@ def test_hla_matches_cpu(kernel_backend, dtype, granularity, rounding, windows, 
     _assert_bits(scale, ref_scale)
 
 
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("hq_granularity", ["per_token", "per_tensor"])
+@pytest.mark.parametrize("granularity", ["per_tensor", "per_channel"])
+@pytest.mark.parametrize(
+    ("windows", "samples", "channels", "rank"),
+    [*HLA_CASES, (_spatial(1, 7, 7), 2, 30, 8), (_paper(16), 3, 7, 8), (_spatial(1, 14, 14), 128, 96, 8)],
+    ids=str,
+)
+def test_column_sums_come_with_the_codes(
+    kernel_backend, fused, dtype, hq_granularity, granularity, windows, samples, channels, rank
+):
+    """The bias gradient from a statistics pass over g_y (HLA's, or the fused kernel's): every row added once
+    (float64's sum within float32 rounding of a tree of additions), the same bits on every call, and the codes and
+    scales the reference's."""
+    g_y = _randn(windows.tokens * samples, channels, seed=7 * channels + samples, dtype=dtype)
+    hq = HQSpec(largest_block(channels, 16), 4, hq_granularity, hash_key(1, 2, 3, Stream.GX_GRAD_OUTPUT))
+    hla = HLASpec(windows, rank, 8, "stochastic", granularity, hash_key(1, 2, 3, Stream.GW_GRAD_OUTPUT))
+    backend = _fused(kernel_backend) if fused else kernel_backend
+    got = backend.quantize_grad_output(g_y.to(CUDA), hq, hla, column_sums=True)
+    want = REF.quantize_grad_output(g_y, hq, hla, column_sums=True)
+    for g, w in zip(got[:4], want[:4], strict=True):
+        (_assert_codes if w.dtype == torch.int8 else _assert_bits)(g, w)
+    sums = got.column_sums
+    assert sums.dtype == torch.float32 and sums.shape == (channels,) and sums.device.type == "cuda"
+    exact = g_y.double().sum(0)
+    # one missed or doubled row moves a sum by about 1/L of its absolute sum: far above this bound
+    bound = 4e-6 * g_y.double().abs().sum(0)
+    assert ((sums.cpu().double() - exact).abs() <= bound).all()
+    assert ((want.column_sums.double() - exact).abs() <= bound).all()
+    again = backend.quantize_grad_output(g_y.to(CUDA), hq, hla, column_sums=True).column_sums
+    assert torch.equal(again, sums)
+    assert backend.quantize_grad_output(g_y.to(CUDA), hq, hla).column_sums is None
+
+
 def _fused(backend: RealBackend) -> RealBackend:
     return RealBackend(gemm=backend.gemm, fused_grad_output=True)
 
@@ -210,7 +245,8 @@ def test_fused_grad_output_every_hadamard_block(kernel_backend, block: int) -> N
     hla = HLASpec(_spatial(1, 7, 7), 8, 8, "stochastic", "per_tensor", 12)
     got = _fused(kernel_backend).quantize_grad_output(g_y.to(CUDA), hq, hla)
     want = REF.quantize_grad_output(g_y, hq, hla)
-    for g, w in zip(got, want, strict=True):
+    assert got.column_sums is None and want.column_sums is None
+    for g, w in zip(got[:4], want[:4], strict=True):
         (_assert_codes if w.dtype == torch.int8 else _assert_bits)(g, w)
 
 
@@ -221,7 +257,7 @@ def test_fused_grad_output_falls_back_for_ragged_channels(kernel_backend) -> Non
     backend = _fused(kernel_backend)
     assert not backend.fuses_grad_output(g_y, hq, hla)
     got = backend.quantize_grad_output(g_y.to(CUDA), hq, hla)
-    for g, w in zip(got, REF.quantize_grad_output(g_y, hq, hla), strict=True):
+    for g, w in zip(got[:4], REF.quantize_grad_output(g_y, hq, hla)[:4], strict=True):
         (_assert_codes if w.dtype == torch.int8 else _assert_bits)(g, w)
 
 
@@ -422,7 +458,7 @@ def _layer_grads(backend: str, x: torch.Tensor, w: torch.Tensor, grid: TokenGrid
     xin = x.reshape(-1, grid.tokens, x.shape[-1]).clone().requires_grad_(True)
     g_y = _randn(*xin.shape[:-1], w.shape[0], seed=99).to(CUDA)
     layer(xin).backward(g_y)
-    return xin.grad.reshape(-1, x.shape[-1]), layer.weight.grad
+    return xin.grad.reshape(-1, x.shape[-1]), layer.weight.grad, layer.bias.grad
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -450,12 +486,16 @@ def test_hot_linear_real_equals_fake(
     # weights on a 1/16 grid: the SAWB scale is exact in any summation order (see above)
     w = torch.randint(-8, 9, (out_f, in_f), generator=torch.Generator().manual_seed(out_f)).float() / 16
     x = _randn(grid.tokens * samples, in_f, seed=in_f).to(CUDA)
-    gx_real, gw_real = _layer_grads("real", x, w.to(CUDA), grid, hla_blocking=blocking, fused_grad_output=fused, **cfg)
-    gx_fake, gw_fake = _layer_grads("fake", x, w.to(CUDA), grid, hla_blocking=blocking, **cfg)
+    gx_real, gw_real, gb_real = _layer_grads(
+        "real", x, w.to(CUDA), grid, hla_blocking=blocking, fused_grad_output=fused, **cfg
+    )
+    gx_fake, gw_fake, gb_fake = _layer_grads("fake", x, w.to(CUDA), grid, hla_blocking=blocking, **cfg)
     # g_x: identical codes, exact products, the same dequantisation ops
     assert _rel(gx_real, gx_fake) < 1e-6
     # g_w: identical codes; the fake path's float32 GEMM may round sums above 2^24
     assert _rel(gw_real, gw_fake) < 1e-6
+    # g_b: the same sums added in another order (inside the HLA pass, unless fused)
+    assert _rel(gb_real, gb_fake) < 1e-6
 
 
 @pytest.mark.parametrize("cfg", [{}, {"gx_granularity": "per_tensor"}, {"abc": True}])
@@ -467,7 +507,7 @@ def test_cuda_11_8_torch_on_hopper_runs_the_int8_gemm_exactly(kernel_backend, mo
     grid, samples, in_f, out_f = TokenGrid(1, 14, 14), 2, 64, 96
     w = torch.randint(-8, 9, (out_f, in_f), generator=torch.Generator().manual_seed(5)).float().to(CUDA) / 16
     x = _randn(grid.tokens * samples, in_f, seed=6).to(CUDA)
-    gx_fake, gw_fake = _layer_grads("fake", x, w, grid, **cfg)
+    gx_fake, gw_fake, _ = _layer_grads("fake", x, w, grid, **cfg)
     monkeypatch.setattr(torch.version, "cuda", "11.8")
 
     def no_fp8(*args, **kwargs):
@@ -475,7 +515,7 @@ def test_cuda_11_8_torch_on_hopper_runs_the_int8_gemm_exactly(kernel_backend, mo
 
     monkeypatch.setattr(torch, "_scaled_mm", no_fp8)
     assert RealBackend().gemm_for(torch.device(CUDA)) == "cutlass"
-    gx_real, gw_real = _layer_grads("real", x, w, grid, **cfg)
+    gx_real, gw_real, _ = _layer_grads("real", x, w, grid, **cfg)
     assert _rel(gx_real, gx_fake) < 1e-6 and _rel(gw_real, gw_fake) < 1e-6
 
 
@@ -496,6 +536,7 @@ def test_non_finite_grad_output_gives_non_finite_gradients(kernel_backend, value
     g_y[1, 40, 7] = value
     layer(x).backward(g_y.to(CUDA))
     assert not torch.isfinite(x.grad).all() and not torch.isfinite(layer.weight.grad).all()
+    assert torch.equal(layer.bias.grad.isfinite().cpu(), torch.arange(out_f) != 7)  # its column's sum alone
     g2d = g_y.reshape(-1, out_f)
     hq = HQSpec(16, 4, cfg.get("gx_granularity", "per_token"), 77)
     hla = HLASpec(_spatial(1, 14, 14), 8, 8, "stochastic", cfg.get("gw_granularity", "per_tensor"), 78)
@@ -735,16 +776,18 @@ def test_low_level_ops_raise(kernel_backend) -> None:
     with pytest.raises(ValueError, match="cols_pad"):
         _C.codes_to_e4m3(a, 4)
     with pytest.raises(ValueError, match="aligned"):
-        _C.hla_quantize(torch.randn(257, device=CUDA)[1:].reshape(64, 4), [16, 0, 1, 16, 16], [0], 8, False, False, 0)
+        _C.hla_quantize(
+            torch.randn(257, device=CUDA)[1:].reshape(64, 4), [16, 0, 1, 16, 16], [0], 8, False, False, 0, False
+        )
     with pytest.raises(ValueError, match=r"1 prefix \+ 4x4 grid is not T = 16"):
-        _C.hla_quantize(torch.randn(64, 4, device=CUDA), [16, 1, 4, 4, 4], [0], 8, False, False, 0)
+        _C.hla_quantize(torch.randn(64, 4, device=CUDA), [16, 1, 4, 4, 4], [0], 8, False, False, 0, False)
     with pytest.raises(ValueError, match="4x4, or 1x16 strips"):
-        _C.hla_quantize(torch.randn(64, 4, device=CUDA), [16, 0, 2, 8, 8], [0], 8, False, False, 0)
+        _C.hla_quantize(torch.randn(64, 4, device=CUDA), [16, 0, 2, 8, 8], [0], 8, False, False, 0, False)
     g = torch.randn(32, 64, device=CUDA)
     with pytest.raises(ValueError, match="fp8 operands hold 4-bit codes only"):
         _C.hq_quantize_grad_output(g, 16, 8, True, 1, True)
     with pytest.raises(ValueError, match="fp8 operands hold 4-bit codes only"):
-        _C.quantize_grad_output(g, [16, 0, 1, 16, 16], 16, 8, True, 1, True, [0, 1], 8, False, True, 2)
+        _C.quantize_grad_output(g, [16, 0, 1, 16, 16], 16, 8, True, 1, True, [0, 1], 8, False, True, 2, False)
 
 
 # --- fake against real: codes and training ------------------------------------------------------

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import torch
 
@@ -117,16 +117,35 @@ class Backend(Protocol):
         """g_w = (g_codesᵀ @ x_codes) · g_scaleᵀ · x_scale / block (``spec.windows.block``), float32 (O, I)."""
 
     def quantize_grad_output(
-        self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Both quantisations of g_y at once: ``hq_quantize_grad_output`` then ``hla_quantize``'s results."""
+        self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec, column_sums: bool = False
+    ) -> QuantizedGradOutput:
+        """Both quantisations of g_y at once (``hq_quantize_grad_output``'s then ``hla_quantize``'s results) and,
+        with ``column_sums``, the layer's bias gradient: :func:`column_sums` of g_y, up to float32 rounding."""
+
+
+class QuantizedGradOutput(NamedTuple):
+    """What :meth:`Backend.quantize_grad_output` makes of one g_y."""
+
+    hq_codes: torch.Tensor
+    hq_scale: torch.Tensor
+    hla_codes: torch.Tensor
+    hla_scale: torch.Tensor
+    column_sums: torch.Tensor | None  # where asked for
+
+
+def column_sums(t: torch.Tensor) -> torch.Tensor:
+    """``t`` (L, C) summed over its L rows in float32 (float64 for float64 ``t``): a linear layer's bias gradient
+    from its g_y. The real backend adds the same values in another order inside its HLA pass over g_y."""
+    return t.sum(0, dtype=torch.float64 if t.dtype == torch.float64 else torch.float32)
 
 
 def quantize_grad_output_separately(
-    backend: Backend, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``quantize_grad_output`` as the backend's two quantisers, one after the other."""
-    return (*backend.hq_quantize_grad_output(g_y, hq), *backend.hla_quantize(g_y, hla))
+    backend: Backend, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec, sums: bool = False
+) -> QuantizedGradOutput:
+    """``quantize_grad_output`` as the backend's two quantisers, one after the other, and :func:`column_sums`."""
+    return QuantizedGradOutput(
+        *backend.hq_quantize_grad_output(g_y, hq), *backend.hla_quantize(g_y, hla), column_sums(g_y) if sums else None
+    )
 
 
 def create_backend(config: HOTConfig, device: torch.device | None = None) -> Backend:

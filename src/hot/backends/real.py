@@ -46,7 +46,8 @@ import torch
 
 from ..config import GEMMS
 from ..hla import lp_l1_rows, projected_rows
-from . import HLASpec, HQSpec, quantize_grad_output_separately
+from . import HLASpec, HQSpec, QuantizedGradOutput
+from . import column_sums as _column_sums
 from .reference import ReferenceBackend
 
 __all__ = ["RealBackend", "fp8_gemm_available", "hash_uniform", "hash_uniform_built", "load_ops", "mark_4bit"]
@@ -306,17 +307,20 @@ class RealBackend:
         )
 
     def quantize_grad_output(
-        self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Q(HT(g_y)) for g_x and Q(P g_y) for g_w from two passes over g_y (a statistics pass, then one
-        that writes both code sets), bit-identical to the two quantisers; other options run those."""
+        self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec, column_sums: bool = False
+    ) -> QuantizedGradOutput:
+        """Q(HT(g_y)) for g_x and Q(P g_y) for g_w, bit-identical to the two quantisers, and with ``column_sums``
+        the bias gradient, added up in the statistics pass over g_y (HLA's amax pass). By default the two
+        quantisers; with ``fused_grad_output`` two passes over g_y (a statistics pass, then one that writes both
+        code sets)."""
         if not self.fuses_grad_output(g_y, hq, hla):
-            return quantize_grad_output_separately(self, g_y, hq, hla)  # each quantiser checks g_y
+            a_codes, a_scale = self.hq_quantize_grad_output(g_y, hq)  # each quantiser checks g_y
+            return QuantizedGradOutput(a_codes, a_scale, *self._hla_quantize(g_y, hla, column_sums))
         self.ops.check_float_matrix(g_y, "g_y")
         g = _aligned(g_y)
         windows, rows, hla_bits, stochastic, hla_key = _hla_args(hla)
         fp8 = self._fp8_codes(g.device, hq.bits, g.shape[1])
-        codes, scale, g_codes_t, g_scale = self.ops.quantize_grad_output(
+        codes, scale, g_codes_t, g_scale, sums = self.ops.quantize_grad_output(
             g,
             windows,
             hq.block,
@@ -329,10 +333,11 @@ class RealBackend:
             hla.granularity == "per_channel",
             stochastic,
             hla_key,
+            column_sums,
         )
         codes = mark_4bit(codes) if hq.bits == 4 else codes
         g_scale = g_scale.reshape(1, -1) if hla.granularity == "per_channel" else g_scale
-        return codes, scale, g_codes_t.t(), g_scale
+        return QuantizedGradOutput(codes, scale, g_codes_t.t(), g_scale, sums if column_sums else None)
 
     def grad_output_bytes(self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec) -> int:
         """Device-memory bytes :meth:`quantize_grad_output` reads and writes (its kernels, not the minimum)."""
@@ -345,16 +350,24 @@ class RealBackend:
     # --- g_w path -------------------------------------------------------------------------------
 
     def hla_quantize(self, t: torch.Tensor, spec: HLASpec) -> tuple[torch.Tensor, torch.Tensor]:
+        codes, scale, _ = self._hla_quantize(t, spec, column_sums=False)
+        return codes, scale
+
+    def _hla_quantize(
+        self, t: torch.Tensor, spec: HLASpec, column_sums: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """:meth:`hla_quantize`'s codes and scale, and with ``column_sums`` t's column sums from its amax pass."""
         self.ops.check_float_matrix(t, "t")
         if spec.windows.block != 16 or spec.granularity == "per_token":
             # Other blocks (the authors' blocking: the largest power of two dividing T) and per-token HLA
             # scales are not in the kernel.
-            return self._on_reference(t, lambda x: _REFERENCE.hla_quantize(x, spec))
+            codes, scale = self._on_reference(t, lambda x: _REFERENCE.hla_quantize(x, spec))
+            return codes, scale, _column_sums(t) if column_sums else None
         x = _aligned(t)
         windows, rows, bits, stochastic, key = _hla_args(spec)
         per_channel = spec.granularity == "per_channel"
-        codes_t, scale = self.ops.hla_quantize(x, windows, rows, bits, stochastic, per_channel, key)
-        return codes_t.t(), scale.reshape(1, -1) if per_channel else scale
+        codes_t, scale, sums = self.ops.hla_quantize(x, windows, rows, bits, stochastic, per_channel, key, column_sums)
+        return codes_t.t(), scale.reshape(1, -1) if per_channel else scale, sums if column_sums else None
 
     def hla_matmul(
         self, g_codes: torch.Tensor, g_scale: torch.Tensor, x_codes: torch.Tensor, x_scale: torch.Tensor, spec: HLASpec

@@ -11,7 +11,7 @@ import torch
 from ..hadamard import block_hadamard
 from ..hla import hla_project
 from ..quant import absmax_scale, quantize, sawb_scale
-from . import HLASpec, HQSpec, quantize_grad_output_separately
+from . import HLASpec, HQSpec, QuantizedGradOutput, quantize_grad_output_separately
 
 
 class ReferenceBackend:
@@ -50,6 +50,6 @@ class ReferenceBackend:
         return (g_codes.float().t() @ x_codes.float()) * g_scale.t() * (x_scale / spec.windows.block)
 
     def quantize_grad_output(
-        self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        return quantize_grad_output_separately(self, g_y, hq, hla)
+        self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec, column_sums: bool = False
+    ) -> QuantizedGradOutput:
+        return quantize_grad_output_separately(self, g_y, hq, hla, column_sums)

@@ -139,7 +139,8 @@ def code_mismatches(
         where = "cpu" if name == "fake" else device
         backend_config = _config(name, seed, real_options)
         backend = create_backend(backend_config)
-        a, _, g, _ = backend.quantize_grad_output(g_y.to(where), specs.grad_output, specs.grad_output_hla)
+        q = backend.quantize_grad_output(g_y.to(where), specs.grad_output, specs.grad_output_hla)
+        a, g = q.hq_codes, q.hla_codes
         p, _ = create_method(backend_config).pack_input(x.to(where), windows, keys)
         codes.append([t.cpu().float().to(torch.int8).contiguous() for t in (a, g, p)])  # e4m3 codes hold integers
     names = ("hq_grad_output", "hla_grad_output", "hla_input")

@@ -107,7 +107,7 @@ def measure_layer(
     pack_us = timed("hot_forward_abc", lambda: method.pack_input(x, windows, keys))
     layer: dict[str, Any] = {}
     if "layers" in sections:
-        a_codes, a_scale, g_codes, g_scale = grad_output
+        a_codes, a_scale, g_codes, g_scale, _ = grad_output
         b_codes, b_scale = backend.hq_quantize_weight(w, hq)
         timed("bf16", lambda: (g_y @ w_bf16, g_y.t() @ x))
         timed(

@@ -4,6 +4,7 @@ optional torch.profiler trace of 3 steps after 2: how the results under ``kernel
     python -m hot.bench.step_profile OUT_DIR               # bf16 and five HOT configurations, each in its own process
     python -m hot.bench.step_profile OUT_DIR hot 1 1 0 p   # one: variant, head converted, LQS, fused g_y, profile
 
+A variant is ``bf16`` or ``hot``, or either with ``_compile`` (``torch.compile``, after LQS's eager first step).
 Each configuration prints one JSON line (step time, peak memory, LQS decisions, kernel launches a step when
 profiled); a profile also writes ``OUT_DIR/profile_<variant>_<head><lqs><fused>.txt``, torch.profiler's tables by
 CUDA time and by call count. The timing is :func:`hot.bench.step.time_training`'s (median of 20 after 5 warm-up).
@@ -32,6 +33,7 @@ CONFIGURATIONS = (
     ("hot", "1", "1", "0"),
 )
 PROFILED_STEPS = 3
+VARIANTS = ("bf16", "bf16_compile", "hot", "hot_compile")
 
 
 def measure(out: Path, variant: str, head: bool, lqs: bool, fused: bool, profile: bool) -> dict[str, Any]:
@@ -41,16 +43,18 @@ def measure(out: Path, variant: str, head: bool, lqs: bool, fused: bool, profile
     from .. import HOTConfig, convert
     from .step import time_training, train_step
 
+    compiled = variant.endswith("_compile")
     torch.manual_seed(0)
     net = timm.create_model("vit_base_patch16_224", num_classes=100)
-    if variant == "hot":
+    if variant.startswith("hot"):
         config = HOTConfig(backend="real", abc=True, lqs=lqs, fused_grad_output=fused)
         convert(net, config, exclude=[] if head else ["head"])
     net = net.cuda().train()
     gen = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(128, 3, 224, 224, device="cuda", generator=gen)
     y = torch.randint(0, 100, (128,), device="cuda", generator=gen)
-    timed = time_training(net, x, y, steps=20, warmup=5, calibrate_lqs=variant == "hot" and lqs)
+    hot = variant.startswith("hot")
+    timed = time_training(net, x, y, steps=20, warmup=5, compile=compiled, calibrate_lqs=hot and lqs)
     result = {
         "variant": variant,
         "head": head,
@@ -64,16 +68,19 @@ def measure(out: Path, variant: str, head: bool, lqs: bool, fused: bool, profile
         from torch.profiler import ProfilerActivity
         from torch.profiler import profile as profiler
 
+        model = torch.compile(net) if compiled else net  # the graphs time_training compiled, from dynamo's cache
         optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
         for _ in range(2):
-            train_step(net, optimizer, x, y, True)
+            train_step(model, optimizer, x, y, True)
         torch.cuda.synchronize()
         with profiler(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as trace:
             for _ in range(PROFILED_STEPS):
-                train_step(net, optimizer, x, y, True)
+                train_step(model, optimizer, x, y, True)
             torch.cuda.synchronize()
         kernels = [e for e in trace.events() if e.device_type == torch.autograd.DeviceType.CUDA]
         result["kernels_per_step"] = len(kernels) / PROFILED_STEPS
+        # GPU time a step against the step's time: where they differ, the GPU waited for the host
+        result["kernel_ms_per_step"] = sum(e.time_range.elapsed_us() for e in kernels) / 1e3 / PROFILED_STEPS
         table = trace.key_averages()
         name = f"profile_{variant}_{int(head)}{int(lqs)}{int(fused)}.txt"
         (out / name).write_text(
@@ -86,8 +93,9 @@ def measure(out: Path, variant: str, head: bool, lqs: bool, fused: bool, profile
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) not in (1, 5, 6) or (len(args) > 1 and args[1] not in ("bf16", "hot")):
-        print("usage: python -m hot.bench.step_profile OUT_DIR [bf16|hot HEAD LQS FUSED [p]]", file=sys.stderr)
+    if len(args) not in (1, 5, 6) or (len(args) > 1 and args[1] not in VARIANTS):
+        variants = "|".join(VARIANTS)
+        print(f"usage: python -m hot.bench.step_profile OUT_DIR [{variants} HEAD LQS FUSED [p]]", file=sys.stderr)
         return 2
     if not torch.cuda.is_available():
         print("hot.bench.step_profile needs a CUDA GPU: none is visible", file=sys.stderr)

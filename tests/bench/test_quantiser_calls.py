@@ -20,10 +20,10 @@ def test_calls_each_quantiser_on_the_cpu_reference(monkeypatch):
     # one image of 197 tokens: the layer's O and I at the smallest L
     assert quantiser_calls.call_quantisers("proj", batch=1, device="cpu", backend="fake") == 5
     # warm-up and profiled round; quantize_grad_output calls the separate quantisers on the fake backend
-    assert called.count("quantize_grad_output") == 2
+    assert called.count("quantize_grad_output") == 4  # as training calls it, then the fused one
     assert called.count("hq_quantize_weight") == 2
-    assert called.count("hq_quantize_grad_output") == 4  # g_y directly, then inside quantize_grad_output
-    assert called.count("hla_quantize") == 6  # x and g_y, then g_y again inside quantize_grad_output
+    assert called.count("hq_quantize_grad_output") == 6  # per tensor directly, and inside both quantize_grad_output
+    assert called.count("hla_quantize") == 6  # x, then g_y inside both quantize_grad_output
 
 
 def test_main_refuses_unknown_layers_and_a_missing_gpu(monkeypatch, capsys):

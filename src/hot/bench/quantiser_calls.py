@@ -5,12 +5,15 @@ fixed sequence of kernels for a profiler to read (``ncu``), with no CUDA graphs 
         --section SpeedOfLight --section InstructionStats --section ComputeWorkloadAnalysis \\
         python -m hot.bench.quantiser_calls fc1
 
-Calls, in order, per layer named (qkv, proj, fc1, fc2; default fc1): the HLA quantiser of x (ABC, nearest), of
-g_y (stochastic), the HQ quantiser of g_y, the weight quantiser, then the fused g_y quantiser (both code sets).
+Calls, in order, per layer named (qkv, proj, fc1, fc2; default fc1): the HLA quantiser of x (ABC, nearest); g_y's
+two quantisers as a training step calls them (the HQ per-token one, then the HLA one, stochastic, adding up the bias
+gradient); the HQ quantiser with a per-tensor scale (LQS's other choice); the weight quantiser; then the fused g_y
+quantiser (both code sets).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 
@@ -37,10 +40,11 @@ def call_quantisers(name: str, batch: int = 128, device: str = "cuda", backend: 
     # the fused two-pass g_y kernel is the real backend's (the fake one quantises g_y for each path separately)
     fused = create_backend(HOTConfig(backend=backend, fused_grad_output=backend == "real"), where)
     specs = layer_specs(HOTConfig(), out_f, WINDOWS, Keys(0, 0, 0))
+    per_tensor = dataclasses.replace(specs.grad_output, granularity="per_tensor")
     calls = (
         lambda: separate.hla_quantize(x, specs.input_hla),
-        lambda: separate.hla_quantize(g_y, specs.grad_output_hla),
-        lambda: separate.hq_quantize_grad_output(g_y, specs.grad_output),
+        lambda: separate.quantize_grad_output(g_y, specs.grad_output, specs.grad_output_hla, column_sums=True),
+        lambda: separate.hq_quantize_grad_output(g_y, per_tensor),
         lambda: separate.hq_quantize_weight(w, specs.grad_output),
         lambda: fused.quantize_grad_output(g_y, specs.grad_output, specs.grad_output_hla),
     )

@@ -414,18 +414,20 @@ __device__ __forceinline__ void hla_load_raw(const T* __restrict__ t, const HlaS
   }
 }
 
-// H_16 along the slots. A prefix unit holds its token in slot 0 alone, so every row is that value; times 4 it
-// is hla_project's prefix row (an exact power-of-two scale).
+// H_16 along one channel's slots. A prefix unit holds its token in slot 0 alone, so every row is that value; times
+// 4 it is hla_project's prefix row (an exact power-of-two scale).
+__device__ __forceinline__ void hla_transform_channel(bool prefix, float (&v)[kHla]) {
+  butterfly<kHla>(v);
+  if (prefix) {
+#pragma unroll
+    for (int k = 0; k < kHla; ++k) v[k] = __fmul_rn(v[k], 4.0f);
+  }
+}
+
 template <int Vec>
 __device__ __forceinline__ void hla_transform(const HlaUnit& u, float (&v)[Vec][kHla]) {
 #pragma unroll
-  for (int i = 0; i < Vec; ++i) {
-    butterfly<kHla>(v[i]);
-    if (u.prefix) {
-#pragma unroll
-      for (int k = 0; k < kHla; ++k) v[i][k] = __fmul_rn(v[i][k], 4.0f);
-    }
-  }
+  for (int i = 0; i < Vec; ++i) hla_transform_channel(u.prefix, v[i]);
 }
 
 // The same slots transformed (H_16 v, prefix rows scaled).
@@ -471,6 +473,39 @@ __device__ __forceinline__ void hla_tile_column_sums(const HlaShape& sh, const f
   }
 }
 
+// A unit's 16 slots of Vec channels as loaded (the input type's bits, zero where padded): a bf16 unit of 4 channels
+// is 32 registers, widened to float one channel at a time (71 registers in hla_amax, not 80: 7 CTAs an SM, not 6).
+template <typename T, int Vec>
+struct HlaRawUnit {
+  static constexpr int kBytes = Vec * static_cast<int>(sizeof(T));
+  using V = typename VecOf<kBytes>::type;
+  V slot[kHla];
+};
+
+__device__ __forceinline__ uint4 zero_unless(bool keep, uint4 v) {
+  return keep ? v : make_uint4(0u, 0u, 0u, 0u);
+}
+__device__ __forceinline__ uint2 zero_unless(bool keep, uint2 v) { return keep ? v : make_uint2(0u, 0u); }
+template <typename V>
+__device__ __forceinline__ V zero_unless(bool keep, V v) {
+  return keep ? v : V(0);
+}
+
+template <typename T, int Vec>
+__device__ __forceinline__ void hla_load_unit(const T* __restrict__ t, const HlaShape& sh, const HlaUnit& u, int64_t c,
+                                              HlaRawUnit<T, Vec>& raw) {
+  using V = typename HlaRawUnit<T, Vec>::V;
+  const T* first = t + u.first * sh.channels + c;
+  const HlaSlots slots = hla_slots(sh, u, static_cast<uint32_t>(sh.channels));
+#pragma unroll
+  for (int k = 0; k < kHla; ++k) {
+    uint32_t offset;
+    const bool inside = hla_slot(slots, k, offset);
+    // padding slots read the unit's first row (always valid) and count as zero
+    raw.slot[k] = zero_unless(inside, __ldg(reinterpret_cast<const V*>(first + (inside ? offset : 0u))));
+  }
+}
+
 template <typename T, int Vec>
 __global__ void __launch_bounds__(kHlaThreads)
     hla_amax(const T* __restrict__ t, HlaShape sh, unsigned mask, bool per_channel, uint32_t* amax_bits,
@@ -480,15 +515,19 @@ __global__ void __launch_bounds__(kHlaThreads)
   float m[Vec] = {};
   float unit_sum[Vec] = {};
   if (sb >= 0) {
-    float v[Vec][kHla];
-    hla_load<T, Vec>(t, sh, sb, c, v);
+    HlaRawUnit<T, Vec> raw;
+    hla_load_unit<T, Vec>(t, sh, hla_unit_at(sh, sb), c, raw);
     const bool prefix = sb >= sh.window_units;
 #pragma unroll
     for (int i = 0; i < Vec; ++i) {
-      unit_sum[i] = prefix ? __fmul_rn(v[i][0], 0.25f) : v[i][0];
+      float v[kHla];
+#pragma unroll
+      for (int k = 0; k < kHla; ++k) v[k] = to_float(reinterpret_cast<const T*>(&raw.slot[k])[i]);
+      hla_transform_channel(prefix, v);
+      unit_sum[i] = prefix ? __fmul_rn(v[0], 0.25f) : v[0];
 #pragma unroll
       for (int k = 0; k < kHla; ++k) {
-        if (mask >> k & 1u) m[i] = amax_of(m[i], fabsf(v[i][k]));
+        if (mask >> k & 1u) m[i] = amax_of(m[i], fabsf(v[k]));
       }
     }
   }

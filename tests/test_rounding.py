@@ -178,7 +178,7 @@ torch.manual_seed(0)
 layer = hot.convert(nn.Linear(64, 32), hot.HOTConfig(backend="fake", hla_blocking="paper"))
 x = torch.randn(4, 16, 64, requires_grad=True)
 layer(x).backward(torch.randn(4, 16, 32))
-gx_codes, _, gw_codes, _ = recorded[0]
+gx_codes, gw_codes = recorded[0].hq_codes, recorded[0].hla_codes
 torch.save({"gx_codes": gx_codes, "gw_codes": gw_codes, "g_x": x.grad, "g_w": layer.weight.grad}, f"{out}/{name}.pt")
 if dist.is_initialized():
     dist.destroy_process_group()

@@ -142,7 +142,7 @@ def measure_layer(
         }
     kernel: dict[str, Any] = {}
     if "kernels" in sections:
-        unique = tensor_bytes(g_y, *grad_output)
+        unique = tensor_bytes(g_y, *grad_output[:4])  # g_y, both code sets and their scales
         moved, source = moved_grad_output_bytes(backend, g_y, hq, hla, unique)
         pack_unique = tensor_bytes(x, *saved)
         kernel = {

@@ -118,6 +118,34 @@ def test_a_nonzero_rank_adds_one_round_and_gives_every_rank_its_own_key():
         assert Keys(1, 2, 3, rank)(Stream.GX_GRAD_OUTPUT) == rounding.hash_key(1, 2, 3, 0, rank)
 
 
+def test_a_step_held_in_a_tensor_gives_the_integer_key():
+    """A layer's step as its forward saved it (a 1-element int64 tensor; a CPU one for reference code): the key is
+    the integer key of that step, and a StepKey (what the real backend gets for a GPU step) reads its step where it
+    is used, not when it was made."""
+    step = torch.tensor([2**32 + 9], dtype=torch.int64)
+    keys = Keys(7, 3, step, rank=2)
+    expected = rounding.hash_key(7, 3, 2**32 + 9, Stream.GW_GRAD_OUTPUT, 2)
+    assert keys.spec_key(Stream.GW_GRAD_OUTPUT) == keys(Stream.GW_GRAD_OUTPUT) == expected
+    step_key = rounding.StepKey(step, 7 + 2**32, 3, int(Stream.GW_GRAD_OUTPUT), 2)
+    assert step_key.parts() == [7, 3, int(Stream.GW_GRAD_OUTPUT), 2]
+    assert step_key.value() == rounding.key_value(step_key) == expected
+    step.add_(1)
+    assert step_key.value() == rounding.hash_key(7, 3, 2**32 + 10, Stream.GW_GRAD_OUTPUT, 2)
+    assert torch.equal(rounding.uniform((50,), step_key), rounding.uniform((50,), step_key.value()))
+    assert Keys(7, 3, 5).spec_key(Stream.GX_GRAD_OUTPUT) == rounding.hash_key(7, 3, 5, Stream.GX_GRAD_OUTPUT)
+
+
+def test_layer_state_advances_its_step_counter():
+    from hot.methods import LayerState
+
+    state = LayerState(index=0)
+    state.step = 4  # a checkpoint's step, before the layer ever ran
+    taken = [state.advance(torch.device("cpu")) for _ in range(3)]
+    assert [t.item() for t in taken] == [4, 5, 6] and state.step == 7
+    state.step = 2  # in place once the counter exists
+    assert state.advance(torch.device("cpu")).item() == 2 and state.step == 3
+
+
 @pytest.fixture
 def rank_override():
     yield rounding.set_rounding_rank

@@ -8,6 +8,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/extension.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,9 +65,29 @@ int operand_qmax(int64_t bits, bool fp8) {
   return qmax_of(bits);
 }
 
+// A stochastic-rounding key argument: [key], or [seed, layer, stream, rank] for hot.rounding.hash_key of the step
+// `step` holds (a 1-element int64 tensor on `device`, read by the kernels: hot.rounding.StepKey).
+hot::HashKey hash_key_arg(const std::vector<int64_t>& key, const std::optional<at::Tensor>& step,
+                          const at::Device& device, const char* name) {
+  for (int64_t part : key) {
+    TORCH_CHECK_VALUE(part >= 0 && part <= 0xFFFFFFFFLL, name, " holds ", num(part), ", not a 32-bit unsigned integer");
+  }
+  if (key.size() == 1) return hot::HashKey{nullptr, static_cast<uint32_t>(key[0]), 0u, 0u, 0u, 0u};
+  TORCH_CHECK_VALUE(key.size() == 4, name, " must be [key] or [seed, layer, stream, rank], got ", num(key.size()),
+                    " integers");
+  TORCH_CHECK_VALUE(step.has_value(), name, " = [seed, layer, stream, rank] needs the step tensor");
+  const at::Tensor& s = *step;
+  TORCH_CHECK_VALUE(s.scalar_type() == at::kLong && s.numel() == 1, "step must be a 1-element int64 tensor, got ",
+                    s.scalar_type(), " of ", num(s.numel()), " elements");
+  TORCH_CHECK_VALUE(s.device() == device, "step is on ", s.device(), ", the quantised tensor on ", device);
+  return hot::HashKey{s.data_ptr<int64_t>(), 0u, static_cast<uint32_t>(key[0]), static_cast<uint32_t>(key[1]),
+                      static_cast<uint32_t>(key[2]), static_cast<uint32_t>(key[3])};
+}
+
 // (codes (L, O) int8, or float8 e4m3 with fp8; scale (L, 1) or ()).
 std::vector<at::Tensor> hq_quantize_grad_output(const at::Tensor& g_y, int64_t block, int64_t bits, bool per_token,
-                                                int64_t key, bool fp8) {
+                                                const std::vector<int64_t>& key, bool fp8,
+                                                const std::optional<at::Tensor>& step) {
   check_cuda(g_y, "g_y");
   check_aligned(g_y, "g_y");
   TORCH_CHECK_VALUE(g_y.dim() == 2, "g_y must be 2-D (L, O), got ", num(g_y.dim()), "-D");
@@ -74,6 +95,7 @@ std::vector<at::Tensor> hq_quantize_grad_output(const at::Tensor& g_y, int64_t b
   check_block(block, g_y.size(1), "O");
   const int qmax = operand_qmax(bits, fp8);
   TORCH_CHECK_VALUE(g_y.size(0) <= INT32_MAX, "g_y has too many rows for one launch");
+  const hot::HashKey hash = hash_key_arg(key, step, g_y.device(), "key");
   const c10::cuda::CUDAGuard guard(g_y.device());
   auto opts = g_y.options();
   auto codes = at::empty(g_y.sizes(), opts.dtype(fp8 ? at::kFloat8_e4m3fn : at::kChar));
@@ -82,7 +104,7 @@ std::vector<at::Tensor> hq_quantize_grad_output(const at::Tensor& g_y, int64_t b
   auto amax = per_token ? at::Tensor() : at::zeros({1}, opts.dtype(at::kInt));
   if (g_y.numel() > 0) {
     hot::hq_quantize_grad_output(g_y.data_ptr(), type, g_y.size(0), g_y.size(1), static_cast<int>(block), qmax,
-                                 per_token, static_cast<uint32_t>(key), fp8, static_cast<int8_t*>(codes.data_ptr()),
+                                 per_token, hash, fp8, static_cast<int8_t*>(codes.data_ptr()),
                                  scale.data_ptr<float>(),
                                  per_token ? nullptr : reinterpret_cast<uint32_t*>(amax.data_ptr<int32_t>()),
                                  c10::cuda::getCurrentCUDAStream());
@@ -147,7 +169,9 @@ std::vector<int> hla_kept_rows(int64_t length, const hot::HlaWindows& w, const s
 // over its L rows, with column_sums, else empty).
 std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int64_t>& windows,
                                      const std::vector<int64_t>& rows,
-                                     int64_t bits, bool stochastic, bool per_channel, int64_t key, bool column_sums) {
+                                     int64_t bits, bool stochastic, bool per_channel,
+                                     const std::vector<int64_t>& key, bool column_sums,
+                                     const std::optional<at::Tensor>& step) {
   check_cuda(t, "t");
   check_aligned(t, "t");
   TORCH_CHECK_VALUE(t.dim() == 2, "t must be 2-D (L, C), got ", num(t.dim()), "-D");
@@ -158,6 +182,7 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int6
   const std::vector<int> kept = hla_kept_rows(t.size(0), w, rows, proj_rows);
   const int rank = static_cast<int>(kept.size());
   const int qmax = qmax_of(bits);
+  const hot::HashKey hash = hash_key_arg(key, step, t.device(), "key");
   const c10::cuda::CUDAGuard guard(t.device());
   auto opts = t.options();
   auto codes_t = at::empty({t.size(1), proj_rows}, opts.dtype(at::kChar));
@@ -169,7 +194,7 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int6
   const hot::ColumnSums sums_out{column_sums ? partials.data_ptr<float>() : nullptr,
                                  column_sums ? sums.data_ptr<float>() : nullptr};
   hot::hla_quantize(t.data_ptr(), type, t.size(0), t.size(1), w, kept.data(), rank, qmax, per_channel,
-                    stochastic, static_cast<uint32_t>(key), codes_t.data_ptr<int8_t>(), scale.data_ptr<float>(),
+                    stochastic, hash, codes_t.data_ptr<int8_t>(), scale.data_ptr<float>(),
                     reinterpret_cast<uint32_t*>(amax.data_ptr<int32_t>()), sums_out,
                     c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -180,9 +205,10 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int6
 // hla codes_t (O, R) int8, hla scale (O) or (), column sums (O) float32 with column_sums, else empty).
 std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, const std::vector<int64_t>& windows,
                                              int64_t block, int64_t hq_bits,
-                                             bool per_token, int64_t hq_key, bool fp8,
+                                             bool per_token, const std::vector<int64_t>& hq_key, bool fp8,
                                              const std::vector<int64_t>& rows, int64_t hla_bits, bool per_channel,
-                                             bool stochastic, int64_t hla_key, bool column_sums) {
+                                             bool stochastic, const std::vector<int64_t>& hla_key,
+                                             bool column_sums, const std::optional<at::Tensor>& step) {
   check_cuda(g_y, "g_y");
   check_aligned(g_y, "g_y");
   TORCH_CHECK_VALUE(g_y.dim() == 2, "g_y must be 2-D (L, O), got ", num(g_y.dim()), "-D");
@@ -214,7 +240,7 @@ std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, const std::v
   q.hq_qmax = operand_qmax(hq_bits, fp8);
   q.hq_per_token = per_token;
   q.fp8 = fp8;
-  q.hq_key = static_cast<uint32_t>(hq_key);
+  q.hq_key = hash_key_arg(hq_key, step, g_y.device(), "hq_key");
   q.hq_codes = static_cast<int8_t*>(hq_codes.data_ptr());
   q.hq_scale = hq_scale.data_ptr<float>();
   q.hq_amax = amax_bits;
@@ -223,7 +249,7 @@ std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, const std::v
   q.hla_qmax = qmax_of(hla_bits);
   q.hla_per_channel = per_channel;
   q.hla_stochastic = stochastic;
-  q.hla_key = static_cast<uint32_t>(hla_key);
+  q.hla_key = hash_key_arg(hla_key, step, g_y.device(), "hla_key");
   q.hla_codes_t = hla_codes_t.data_ptr<int8_t>();
   q.hla_scale = hla_scale.data_ptr<float>();
   q.hla_amax = amax_bits + hq_n;
@@ -425,19 +451,33 @@ void check_hla_matmul(const at::Tensor& g, const at::Tensor& g_scale, const at::
   check_scale(x_scale, "x_scale", x.size(1));
 }
 
+// The step a HOT layer's forward uses, as a new 1-element tensor, and `step` moved on by one: one launch, so a
+// captured CUDA graph advances the step on every replay.
+at::Tensor advance_step(const at::Tensor& step) {
+  check_cuda(step, "step");
+  check_dtype(step, at::kLong, "step");
+  TORCH_CHECK_VALUE(step.numel() == 1, "step must hold one element, got ", num(step.numel()));
+  const c10::cuda::CUDAGuard guard(step.device());
+  auto saved = at::empty_like(step);
+  hot::advance_step(step.data_ptr<int64_t>(), saved.data_ptr<int64_t>(), c10::cuda::getCurrentCUDAStream());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return saved;
+}
+
 // hot.rounding.uniform's numbers for a tensor of numel elements (row-major indices), as float32 on the CUDA device
 // device_index: one kernel instead of the reference's int64 passes.
-at::Tensor hash_uniform(int64_t numel, int64_t key, int64_t device_index) {
+at::Tensor hash_uniform(int64_t numel, const std::vector<int64_t>& key, int64_t device_index,
+                        const std::optional<at::Tensor>& step) {
   TORCH_CHECK_VALUE(numel >= 0, "numel must be non-negative, got ", num(numel));
-  TORCH_CHECK_VALUE(key >= 0 && key <= 0xFFFFFFFFLL, "key must be a 32-bit unsigned integer, got ", num(key));
+  const at::Device device(at::kCUDA, static_cast<c10::DeviceIndex>(device_index));
+  const hot::HashKey hash = hash_key_arg(key, step, device, "key");
   TORCH_CHECK_VALUE(device_index >= 0 && device_index < c10::cuda::device_count(), "device index ", num(device_index),
                     " names no CUDA device (", num(c10::cuda::device_count()), " visible)");
-  const at::Device device(at::kCUDA, static_cast<c10::DeviceIndex>(device_index));
   const c10::cuda::CUDAGuard guard(device);
   auto out = at::empty({numel}, at::TensorOptions().dtype(at::kFloat).device(device));
   if (numel == 0) return out;
   check_aligned(out, "hash_uniform's output");  // the kernel's 16-byte stores
-  hot::hash_uniform(out.data_ptr<float>(), numel, static_cast<uint32_t>(key), c10::cuda::getCurrentCUDAStream());
+  hot::hash_uniform(out.data_ptr<float>(), numel, hash, c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }
@@ -460,6 +500,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("quantize_grad_output", &quantize_grad_output);
   m.def("dequantize", &dequantize);
   m.def("hash_uniform", &hash_uniform);
+  m.def("advance_step", &advance_step);
   m.def("codes_to_e4m3", &codes_to_e4m3);
   m.def("pack_int4", &pack_int4);
   m.def("cutlass_gemm_s4", &cutlass_gemm_s4);

@@ -9,12 +9,20 @@ namespace hot {
 
 enum class InType : int { F32 = 0, F16 = 1, BF16 = 2 };
 
+// A stochastic-rounding key (hot.rounding): `key` as given where step is null, else
+// hash_key(seed, layer, *step, stream, rank) with the step read on the device by every kernel that rounds, so a
+// captured CUDA graph's replays each use the step the graph itself advanced.
+struct HashKey {
+  const int64_t* step;
+  uint32_t key, seed, layer, stream, rank;
+};
+
 // Q(HT(g_y)): block Hadamard (n = block) along the rows of g_y (L x O), stochastic rounding by the
 // counter hash. per_token: one scale per row; else one scale for the tensor (scale[0]).
 // amax_bits: one zeroed uint32 of scratch (per-tensor only; unused, may be null, per token). codes: int8 (L x O),
 // row-major; with fp8 the same values as float8 e4m3 bytes (the FP8 GEMM's operand).
 void hq_quantize_grad_output(const void* g_y, InType type, int64_t rows, int64_t cols, int block, int qmax,
-                             bool per_token, uint32_t key, bool fp8, int8_t* codes, float* scale, uint32_t* amax_bits,
+                             bool per_token, HashKey key, bool fp8, int8_t* codes, float* scale, uint32_t* amax_bits,
                              cudaStream_t stream);
 
 // Q(HT(W)) for W (O x I): block Hadamard along O, SAWB per-tensor scale, round-to-nearest-even.
@@ -49,7 +57,7 @@ int64_t hla_column_partial_rows(int64_t length, const HlaWindows& windows);
 // Needs windows.tokens * channels < 2^31 (a unit's rows at 32-bit offsets; the bindings check it), here and in
 // quantize_grad_output.
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
-                  const int* rows, int rank, int qmax, bool per_channel, bool stochastic, uint32_t key, int8_t* codes_t,
+                  const int* rows, int rank, int qmax, bool per_channel, bool stochastic, HashKey key, int8_t* codes_t,
                   float* scale, uint32_t* amax_bits, const ColumnSums& sums, cudaStream_t stream);
 
 // Both quantisations of g_y (L x O) at once, from two passes over it: Q(HT(g_y)) as hq_quantize_grad_output
@@ -60,14 +68,14 @@ struct GradOutputQuant {
   HlaWindows windows;
   int block, hq_qmax;
   bool hq_per_token, fp8;
-  uint32_t hq_key;
+  HashKey hq_key;
   int8_t* hq_codes;
   float* hq_scale;
   uint32_t* hq_amax;
   const int* rows;  // host array of the rank kept basis rows
   int rank, hla_qmax;
   bool hla_per_channel, hla_stochastic;
-  uint32_t hla_key;
+  HashKey hla_key;
   int8_t* hla_codes_t;
   float* hla_scale;
   uint32_t* hla_amax;
@@ -82,7 +90,10 @@ void dequantize_f32(const float* acc, int64_t m, int64_t n, const float* row, bo
                     bool col_vec, float divisor, float* out, cudaStream_t stream);
 
 // hot.rounding.uniform: out[e] = the hash's uniform in [0, 1) for row-major index e (mod 2^32) under key, n floats.
-void hash_uniform(float* out, int64_t n, uint32_t key, cudaStream_t stream);
+void hash_uniform(float* out, int64_t n, HashKey key, cudaStream_t stream);
+
+// saved[0] = step[0]; step[0] += 1 (one thread): a HOT layer's forward takes its hash step and moves it on.
+void advance_step(int64_t* step, int64_t* saved, cudaStream_t stream);
 
 // int8 codes (rows x cols) -> float8 e4m3 bytes (rows x cols_pad), zero padded; exact for |v| <= 16.
 void codes_to_e4m3(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pad, uint8_t* out,

@@ -115,6 +115,11 @@ __device__ float block_max(float v) {
   return warp_max(v);
 }
 
+// The key a rounding kernel's thread uses: as given, or hash_key of the step the device holds (HashKey).
+__device__ __forceinline__ uint32_t resolve_key(const HashKey& k) {
+  return k.step == nullptr ? k.key : hash_key(k.seed, k.layer, static_cast<uint32_t>(*k.step), k.stream, k.rank);
+}
+
 // --- g_x path: Q4(HT(g_y)) ------------------------------------------------------------------
 
 // N biased codes (floor_code_biased) as the GEMM's operand bytes: int8 (the biased float's low byte), or e4m3
@@ -151,8 +156,9 @@ __device__ __forceinline__ void hq_store_chunk(const float (&v)[N], const Scale&
 // One block per row, each thread's chunks of the transformed row kept in registers (at most Chunks): one read of
 // g_y and one transform per element. The hash reads its index mod 2^32, so indices are 32-bit.
 template <typename T, int N, int Chunks>
-__global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t cols, int qmax, uint32_t key, bool fp8,
+__global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t cols, int qmax, HashKey hash, bool fp8,
                                          int8_t* __restrict__ codes, float* __restrict__ scale) {
+  const uint32_t key = resolve_key(hash);  // first: the step's load overlaps the row's
   const int64_t row = blockIdx.x;
   const T* src = g + row * cols;
   const int chunks = static_cast<int>(cols / N);
@@ -182,7 +188,7 @@ __global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t cols, 
 // Rows too long for the registers: pass 1 transforms and takes the row's amax, pass 2 transforms again (the row
 // is in L1/L2) and quantises.
 template <typename T, int N>
-__global__ void hq_grad_output_per_token_long(const T* __restrict__ g, int64_t cols, int qmax, uint32_t key, bool fp8,
+__global__ void hq_grad_output_per_token_long(const T* __restrict__ g, int64_t cols, int qmax, HashKey hash, bool fp8,
                                               int8_t* __restrict__ codes, float* __restrict__ scale) {
   const int64_t row = blockIdx.x;
   const T* src = g + row * cols;
@@ -198,6 +204,7 @@ __global__ void hq_grad_output_per_token_long(const T* __restrict__ g, int64_t c
   const float s = absmax_to_scale(block_max(amax), qmax);
   if (threadIdx.x == 0) scale[row] = s;
   const Scale sc = scale_of(s);
+  const uint32_t key = resolve_key(hash);
   const uint32_t first = static_cast<uint32_t>(row) * static_cast<uint32_t>(cols);
   for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
     float v[N];
@@ -224,12 +231,13 @@ __global__ void hq_grad_output_amax(const T* __restrict__ g, int64_t chunks, uin
 }
 
 template <typename T, int N>
-__global__ void hq_grad_output_quantize(const T* __restrict__ g, int64_t chunks, int qmax, uint32_t key, bool fp8,
+__global__ void hq_grad_output_quantize(const T* __restrict__ g, int64_t chunks, int qmax, HashKey hash, bool fp8,
                                         const uint32_t* amax_bits, int8_t* __restrict__ codes,
                                         float* __restrict__ scale) {
   const float s = absmax_to_scale(__uint_as_float(*amax_bits), qmax);
   if (blockIdx.x == 0 && threadIdx.x == 0) *scale = s;
   const Scale sc = scale_of(s);
+  const uint32_t key = resolve_key(hash);
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < chunks;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float v[N];
@@ -252,7 +260,7 @@ dim3 dequantize_grid(int64_t m, int64_t n) {
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <typename T, int N>
-void launch_hq_grad_output(const T* g, int64_t rows, int64_t cols, int qmax, bool per_token, uint32_t key, bool fp8,
+void launch_hq_grad_output(const T* g, int64_t rows, int64_t cols, int qmax, bool per_token, HashKey key, bool fp8,
                            int8_t* codes, float* scale, uint32_t* amax_bits, cudaStream_t stream) {
   if (per_token) {
     // Whole warps covering a row once where possible, at most 256: no idle warps, so more rows fit on an SM (e.g.
@@ -664,9 +672,10 @@ __device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh,
 template <typename T, int Vec, bool Stochastic>
 __global__ void __launch_bounds__(kHlaThreads)
     hla_quantize_kernel(const T* __restrict__ t, HlaShape sh, HlaRows rows, int qmax, bool per_channel,
-                        uint32_t key, const uint32_t* __restrict__ amax_bits, int8_t* __restrict__ codes_t,
+                        HashKey hash, const uint32_t* __restrict__ amax_bits, int8_t* __restrict__ codes_t,
                         float* __restrict__ scale) {
   __shared__ __align__(16) float tile[HlaTile<Vec>::kFloats];
+  const uint32_t key = Stochastic ? resolve_key(hash) : 0u;  // first: the step's load overlaps the tile's
   {
     int64_t sb, c;
     hla_unit(sh, Vec, sb, c);
@@ -702,18 +711,22 @@ __global__ void column_sums_finish(const float* __restrict__ partials, int64_t t
   }
 }
 
+// The sums' finish, where sums were asked for (their tile partials written by the amax pass).
+void launch_column_sums_finish(const ColumnSums& sums, int64_t tiles, int64_t channels, cudaStream_t stream) {
+  if (sums.out == nullptr) return;
+  const auto blocks = static_cast<unsigned>((channels + 31) / 32);
+  column_sums_finish<<<blocks, dim3(32, kSumRows), 0, stream>>>(sums.partials, tiles, channels, sums.out);
+}
+
 template <typename T, int Vec>
 void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool per_channel, bool stochastic,
-                    uint32_t key, int8_t* codes_t, float* scale, uint32_t* amax_bits, const ColumnSums& sums,
+                    HashKey key, int8_t* codes_t, float* scale, uint32_t* amax_bits, const ColumnSums& sums,
                     cudaStream_t stream) {
   sh.tiles_c = (sh.channels + HlaTile<Vec>::kCols - 1) / HlaTile<Vec>::kCols;
   const int64_t tiles_b = (sh.sblocks + kTileBlocks - 1) / kTileBlocks, tiles = sh.tiles_c * tiles_b;
   hla_amax<T, Vec><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(t, sh, rows.mask, per_channel,
                                                                             amax_bits, sums.partials);
-  if (sums.out != nullptr) {
-    const auto blocks = static_cast<unsigned>((sh.channels + 31) / 32);
-    column_sums_finish<<<blocks, dim3(32, kSumRows), 0, stream>>>(sums.partials, tiles_b, sh.channels, sums.out);
-  }
+  launch_column_sums_finish(sums, tiles_b, sh.channels, stream);
   if (stochastic) {
     hla_quantize_kernel<T, Vec, true><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(
         t, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale);
@@ -725,7 +738,7 @@ void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool
 
 template <typename T>
 void launch_hla(const T* t, const HlaShape& sh, const HlaRows& rows, int qmax, bool per_channel, bool stochastic,
-                uint32_t key, int8_t* codes_t, float* scale, uint32_t* amax_bits, const ColumnSums& sums,
+                HashKey key, int8_t* codes_t, float* scale, uint32_t* amax_bits, const ColumnSums& sums,
                 cudaStream_t stream) {
   // Vector loads need every row start aligned to 4 elements.
   if (sh.channels % 4 == 0) {
@@ -855,6 +868,7 @@ template <typename T, int N>
 __global__ void __launch_bounds__(kHlaThreads)
     grad_output_quantize(const T* __restrict__ g, HlaShape sh, HlaRows rows, GradOutputQuant q) {
   __shared__ __align__(16) float tile[HlaTile<kHqVec>::kFloats];
+  const uint32_t hq_key = resolve_key(q.hq_key), hla_key = q.hla_stochastic ? resolve_key(q.hla_key) : 0u;
   int64_t sb, c;
   hla_unit(sh, kHqVec, sb, c);
   const HlaUnit u = grad_output_unit(sh, sb);
@@ -882,17 +896,17 @@ __global__ void __launch_bounds__(kHlaThreads)
       const float s = q.hq_per_token ? absmax_to_scale(__uint_as_float(hq_amax[token]), q.hq_qmax) : s_tensor;
       if (writes_scale) hq_scale[token] = s;
       const Scale sc = scale_of(s);
-      hq_store_chunk<kHqVec>(r, sc, index + offset, q.hq_key, q.hq_qmax, q.fp8, hq_codes + offset);
+      hq_store_chunk<kHqVec>(r, sc, index + offset, hq_key, q.hq_qmax, q.fp8, hq_codes + offset);
     }
   }
   hla_transform<kHqVec>(u, v);
   if (sb >= 0) hla_park<kHqVec>(tile, rows, v);
   __syncthreads();
   if (q.hla_stochastic) {
-    hla_store<kHqVec, true>(tile, sh, q.hla_qmax, q.hla_per_channel, q.hla_key, q.hla_amax, q.hla_codes_t,
+    hla_store<kHqVec, true>(tile, sh, q.hla_qmax, q.hla_per_channel, hla_key, q.hla_amax, q.hla_codes_t,
                             q.hla_scale);
   } else {
-    hla_store<kHqVec, false>(tile, sh, q.hla_qmax, q.hla_per_channel, q.hla_key, q.hla_amax, q.hla_codes_t,
+    hla_store<kHqVec, false>(tile, sh, q.hla_qmax, q.hla_per_channel, 0u, q.hla_amax, q.hla_codes_t,
                              q.hla_scale);
   }
 }
@@ -903,10 +917,7 @@ void launch_grad_output(const T* g, HlaShape sh, const HlaRows& rows, const Grad
   const int64_t tiles_b = (sh.sblocks + kTileBlocks - 1) / kTileBlocks;
   const auto tiles = static_cast<unsigned>(sh.tiles_c * tiles_b);
   grad_output_amax<T, N><<<tiles, kHlaThreads, 0, stream>>>(g, sh, rows.mask, q);
-  if (q.sums.out != nullptr) {
-    const auto blocks = static_cast<unsigned>((sh.channels + 31) / 32);
-    column_sums_finish<<<blocks, dim3(32, kSumRows), 0, stream>>>(q.sums.partials, tiles_b, sh.channels, q.sums.out);
-  }
+  launch_column_sums_finish(q.sums, tiles_b, sh.channels, stream);
   grad_output_quantize<T, N><<<tiles, kHlaThreads, 0, stream>>>(g, sh, rows, q);
 }
 
@@ -958,7 +969,14 @@ __global__ void dequantize_kernel(const Acc* __restrict__ acc, int64_t m, int64_
 }
 
 // hot.rounding.uniform, four numbers a thread with one 16-byte store (out comes from torch's allocator: aligned).
-__global__ void hash_uniform_kernel(float* __restrict__ out, int64_t n, uint32_t key) {
+__global__ void advance_step_kernel(int64_t* step, int64_t* saved) {
+  const int64_t s = *step;
+  *saved = s;
+  *step = s + 1;
+}
+
+__global__ void hash_uniform_kernel(float* __restrict__ out, int64_t n, HashKey hash) {
+  const uint32_t key = resolve_key(hash);
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x * 4;
   for (int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * 4; i < n; i += step) {
     const uint32_t e = static_cast<uint32_t>(i);  // the hash reads its index mod 2^32
@@ -1026,7 +1044,7 @@ void with_input_type(const void* g, InType type, F&& f) {
 }  // namespace
 
 void hq_quantize_grad_output(const void* g_y, InType type, int64_t rows, int64_t cols, int block, int qmax,
-                             bool per_token, uint32_t key, bool fp8, int8_t* codes, float* scale, uint32_t* amax_bits,
+                             bool per_token, HashKey key, bool fp8, int8_t* codes, float* scale, uint32_t* amax_bits,
                              cudaStream_t stream) {
   with_input_type(g_y, type, [&](auto g) {
     with_hadamard_block(block, [&](auto n) {
@@ -1057,7 +1075,7 @@ int64_t hla_column_partial_rows(int64_t length, const HlaWindows& windows) {
 }
 
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
-                  const int* rows, int rank, int qmax, bool per_channel, bool stochastic, uint32_t key, int8_t* codes_t,
+                  const int* rows, int rank, int qmax, bool per_channel, bool stochastic, HashKey key, int8_t* codes_t,
                   float* scale, uint32_t* amax_bits, const ColumnSums& sums, cudaStream_t stream) {
   const HlaRows kept = hla_rows(rows, rank);
   const HlaShape sh = hla_shape(length, channels, windows, rank);
@@ -1091,7 +1109,11 @@ void codes_to_e4m3(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pa
   }
 }
 
-void hash_uniform(float* out, int64_t n, uint32_t key, cudaStream_t stream) {
+void advance_step(int64_t* step, int64_t* saved, cudaStream_t stream) {
+  advance_step_kernel<<<1, 1, 0, stream>>>(step, saved);
+}
+
+void hash_uniform(float* out, int64_t n, HashKey key, cudaStream_t stream) {
   hash_uniform_kernel<<<grid_for((n + 3) / 4), kThreads, 0, stream>>>(out, n, key);
 }
 

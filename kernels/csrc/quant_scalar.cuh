@@ -106,6 +106,12 @@ HOT_HD uint32_t fmix32(uint32_t h) {
   return h ^ (h >> 16);
 }
 
+// hot.rounding.hash_key: the key of (seed, layer, step, stream, rank), each taken mod 2^32.
+HOT_HD uint32_t hash_key(uint32_t seed, uint32_t layer, uint32_t step, uint32_t stream, uint32_t rank) {
+  const uint32_t key = fmix32(fmix32(fmix32(fmix32(seed) ^ layer) ^ step) ^ stream);
+  return rank == 0u ? key : fmix32(key ^ rank);
+}
+
 // hot.rounding.uniform: 24 random bits times 2^-24 (exact in float32). The hash reads the low 32 bits of an
 // element's index (the reference's index & MASK32), so callers compute indices in uint32_t, wrapping mod 2^32:
 // the same low bits as 64-bit arithmetic, in one register.

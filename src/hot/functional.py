@@ -6,7 +6,9 @@ hands the two gradient GEMMs to the layer's :class:`hot.methods.Method`. Both ar
 the per-layer state they use (the config, the hash step, the LQS decision) is read when they run, so a
 compiled graph neither bakes it in nor recompiles as it changes. The layer reaches them as an integer
 handle (:func:`register_layer`). The hash step of a forward travels to its backward as a 1-element int64
-CPU tensor.
+tensor: on the GPU for the real backend, whose kernels read it there and whose forward advances the layer's
+counter there, so ``torch.compile(mode="reduce-overhead")`` (CUDA graphs) replays each step with its own
+dither; on the CPU for reference code.
 
 Under ``torch.autocast`` (what autocast does for linear and conv2d, made explicit so that eager and
 compiled agree): :func:`hot_layer_forward` casts x where autograd sees it, so g_x leaves the backward in
@@ -46,8 +48,6 @@ class HOTLayer(Protocol):
     weight: torch.Tensor
     bias: torch.Tensor | None
 
-    def next_keys(self) -> Keys: ...
-
 
 # Device types with autocast, looked up once: torch.compile cannot trace the lookup.
 _AUTOCAST_DEVICES = frozenset(
@@ -72,13 +72,8 @@ def _layer(handle: int) -> HOTLayer:
     return layer
 
 
-def _check_not_capturing(t: torch.Tensor) -> None:
-    # A replayed CUDA graph would not run this Python: every replay would reuse one step's hash keys.
-    if t.is_cuda and torch.cuda.is_current_stream_capturing():
-        raise RuntimeError(
-            "HOT layers cannot be captured in a CUDA graph (the stochastic-rounding hash step is host state): "
-            "use torch.compile's default mode, not mode='reduce-overhead', and no torch.cuda.graph around them"
-        )
+def _keys(layer: HOTLayer, step: torch.Tensor) -> Keys:
+    return Keys(layer.hot_config.seed, layer.hot_state.index, step, rounding_rank())
 
 
 def linear_tokens(shape: torch.Size) -> int:
@@ -204,11 +199,13 @@ def _forward_outputs(
 ) -> list[torch.Tensor]:
     """``layer_forward``'s outputs; ``tracing``: shaped alike, without advancing the step or quantising."""
     layer = _layer(handle)
-    if not tracing:
-        _check_not_capturing(x)
     y = _layer_output(layer, x, weight, bias, compute_dtype)
-    keys = None if tracing else layer.next_keys()
-    step = torch.empty(1, dtype=torch.int64, device="cpu") if keys is None else torch.tensor([keys.step])
+    step_device = layer.hot_method.step_device(x.device)
+    if tracing:
+        step = torch.empty(1, dtype=torch.int64, device=step_device)
+    else:
+        step = layer.hot_state.advance(step_device)
+    keys = None if tracing else _keys(layer, step)
     # Windows are checked here too, so a grid that does not fit fails in the forward, at the first such layer.
     windows = _windows(layer, x.shape, y.shape) if layer.hot_method.uses_hla else None
     if save != "codes":
@@ -276,11 +273,10 @@ def _backward_outputs(
 ) -> list[torch.Tensor]:
     """[g_x, g_w, g_b] of one layer, an empty tensor for each one ``needs`` does not ask for."""
     layer = _layer(handle)
-    _check_not_capturing(g_y)
     conv = _is_conv(layer)
     g2d = _grad_output_2d(layer, g_y)
     windows = _windows(layer, torch.Size(x_shape), g_y.shape)
-    keys = Keys(layer.hot_config.seed, layer.hot_state.index, int(step.item()), rounding_rank())
+    keys = _keys(layer, step)
     packed: tuple = ()
     if needs[1] and saved:
         packed = tuple(saved) if layer.hot_config.abc else (_input_2d(layer, saved[0]),)

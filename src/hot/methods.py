@@ -8,7 +8,7 @@ bias gradients and the forward pass are exact and live in :mod:`hot.functional`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -25,29 +25,73 @@ Saved = tuple[torch.Tensor, ...]
 
 @dataclass
 class LayerState:
-    """Mutable per-layer state: hash key parts, the LQS decision and its calibration errors."""
+    """Mutable per-layer state: hash key parts, the LQS decision and its calibration errors.
+
+    The hash step (forwards run so far) is a counter tensor once the layer has run: on the CUDA device where the
+    real kernels read it (so a captured CUDA graph advances it on every replay), else on the CPU."""
 
     index: int
-    step: int = 0
     backend: str | None = None  # the backend of the last HOT backward ("fake" or "real"), None before the first
     gx_granularity: str | None = None
     calibrating: bool = False
     grid_warned: bool = False
     lqs_error_token: float = 0.0
     lqs_error_tensor: float = 0.0
+    _host_step: int = field(default=0, repr=False)
+    _counter: torch.Tensor | None = field(default=None, repr=False)
+
+    @property
+    def step(self) -> int:
+        """The next forward's hash step (a synchronising read where the counter is on a GPU)."""
+        return int(self._counter.item()) if self._counter is not None else self._host_step
+
+    @step.setter
+    def step(self, value: int) -> None:
+        if self._counter is not None:
+            self._counter.fill_(int(value))  # in place: a captured CUDA graph keeps the counter's address
+        else:
+            self._host_step = int(value)
+
+    def place(self, device: torch.device) -> None:
+        """Keep the counter on ``device``. Layers call this when they are made or moved, so that the counter is not
+        first allocated inside a compiled region (whose CUDA-graph memory pool must not hold it)."""
+        if self._counter is None:
+            self._counter = torch.tensor([self._host_step], dtype=torch.int64, device=device)
+        elif self._counter.device != device:
+            self._counter = self._counter.to(device)
+
+    def advance(self, device: torch.device) -> torch.Tensor:
+        """The hash step of this forward, as a new 1-element int64 tensor on ``device``, the counter moved on."""
+        self.place(device)
+        if self._counter.is_cuda:
+            from .backends.real import load_ops  # the counter is on a GPU only for the real backend
+
+            return load_ops().advance_step(self._counter)
+        saved = self._counter.clone()
+        self._counter.add_(1)
+        return saved
 
 
 @dataclass(frozen=True)
 class Keys:
-    """The hash keys of one backward call (seed, layer, step, data-parallel rank; the stream picks the quantiser)."""
+    """The hash keys of one backward call (seed, layer, step, data-parallel rank; the stream picks the quantiser).
+    ``step`` is an integer or the 1-element tensor the layer's forward took (:meth:`LayerState.advance`)."""
 
     seed: int
     layer: int
-    step: int
+    step: int | torch.Tensor
     rank: int = 0
 
     def __call__(self, stream: Stream) -> int:
-        return rounding.hash_key(self.seed, self.layer, self.step, stream, self.rank)
+        """The key as an integer (for reference code; a synchronising read where the step is on a GPU)."""
+        return rounding.key_value(self.spec_key(stream))
+
+    def spec_key(self, stream: Stream) -> int | rounding.StepKey:
+        """The key a backend call takes: a :class:`hot.rounding.StepKey` where the step is on a GPU (the real kernels
+        read it there, with no copy to the host), else the integer."""
+        if isinstance(self.step, torch.Tensor) and self.step.is_cuda:
+            return rounding.StepKey(self.step, self.seed, self.layer, int(stream), self.rank)
+        return rounding.hash_key(self.seed, self.layer, int(self.step), stream, self.rank)
 
 
 @dataclass(frozen=True)
@@ -76,8 +120,8 @@ def layer_specs(
     ``keys`` names; ``gx_granularity`` is LQS's choice of g_x scales (default: the config's)."""
     c = config
     block = largest_block(out_features, c.hq_block)
-    hq = HQSpec(block, c.gx_bits, gx_granularity or c.gx_granularity, keys(Stream.GX_GRAD_OUTPUT))
-    gy = HLASpec(windows, c.hla_rank, c.gw_bits, c.gy_rounding, gw_granularity(c), keys(Stream.GW_GRAD_OUTPUT))
+    hq = HQSpec(block, c.gx_bits, gx_granularity or c.gx_granularity, keys.spec_key(Stream.GX_GRAD_OUTPUT))
+    gy = HLASpec(windows, c.hla_rank, c.gw_bits, c.gy_rounding, gw_granularity(c), keys.spec_key(Stream.GW_GRAD_OUTPUT))
     return LayerSpecs(hq, gy, input_spec(c, windows))
 
 
@@ -101,6 +145,11 @@ class Method:
     def backend_name(self, device: torch.device) -> str:
         """The backend that runs this method's calls on ``device``: baselines are PyTorch reference code."""
         return "fake"
+
+    def step_device(self, device: torch.device) -> torch.device:
+        """Where a layer on ``device`` keeps its hash step: on a GPU whose real kernels read it there, else the CPU
+        (reference code reads it on the host)."""
+        return device if device.type == "cuda" and self.backend_name(device) == "real" else torch.device("cpu")
 
     def grad_input(
         self, g_y: torch.Tensor, weight: torch.Tensor, windows: HLAWindows, state: LayerState, keys: Keys

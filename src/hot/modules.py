@@ -12,8 +12,7 @@ from torch import nn
 from .config import HOTConfig
 from .functional import hot_layer_forward, register_layer
 from .hla import TokenGrid
-from .methods import Keys, LayerState, create_method
-from .rounding import rounding_rank
+from .methods import LayerState, create_method
 
 
 class HOTLayerMixin:
@@ -32,6 +31,19 @@ class HOTLayerMixin:
         self.hot_handle = register_layer(self)
         self.hot_name = ""
         self.hot_grid = None
+        self._place_step()
+
+    def _place_step(self) -> None:
+        """The hash step's counter where this layer's forward will advance it (:meth:`LayerState.place`)."""
+        device = self.weight.device
+        if device.type in ("cpu", "cuda"):
+            self.hot_state.place(self.hot_method.step_device(device))
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:
+        # .to(), .cuda() and the like: the counter follows the weight
+        module = super()._apply(fn, recurse)  # type: ignore[misc]
+        self._place_step()
+        return module
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)  # type: ignore[misc]
@@ -41,11 +53,7 @@ class HOTLayerMixin:
         """Swap the config (e.g. INT8 warm-up to INT4), keeping step and LQS decision."""
         self.hot_config = config
         self.hot_method = create_method(config)
-
-    def next_keys(self) -> Keys:
-        keys = Keys(self.hot_config.seed, self.hot_state.index, self.hot_state.step, rounding_rank())
-        self.hot_state.step += 1
-        return keys
+        self._place_step()
 
     def _uses_hot_backward(self, x: torch.Tensor) -> bool:
         return torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)

@@ -69,7 +69,11 @@ def sawb_scale(w: torch.Tensor, bits: int = 4) -> torch.Tensor:
 
 
 def quantize(
-    t: torch.Tensor, scale: torch.Tensor, bits: int, rounding_mode: str = "nearest", key: int | None = None
+    t: torch.Tensor,
+    scale: torch.Tensor,
+    bits: int,
+    rounding_mode: str = "nearest",
+    key: int | rounding.StepKey | None = None,
 ) -> torch.Tensor:
     """Integer codes (in float32) of ``t`` at ``scale``, clamped to ±qmax.
 

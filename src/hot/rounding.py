@@ -19,12 +19,15 @@ adding up; rank 0, and every process without a process group, keeps the key of (
 alone, so single-process results do not depend on whether the rank is part of the key.
 
 The CUDA kernels (``kernels/``) compute the same ``u`` for the same element, which is what lets
-real-quant results be checked bit for bit against this reference. No RNG state is involved.
+real-quant results be checked bit for bit against this reference. No RNG state is involved. A HOT layer's step
+lives on its device (:class:`StepKey`): the kernels derive the key from it, so a captured CUDA graph, whose
+replays run no Python, still draws each step's own numbers.
 """
 
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -80,6 +83,38 @@ def hash_key(seed: int, layer: int, step: int, stream: int, rank: int = 0) -> in
     return key if rank == 0 else fmix32_int(key ^ (rank & MASK32))
 
 
+@dataclass(frozen=True, eq=False)
+class StepKey:
+    """``hash_key(seed, layer, step, stream, rank)`` with ``step`` held in a 1-element int64 tensor, a HOT layer's
+    counter on its device. The CUDA kernels read the step where they round; :meth:`value` reads it on the host
+    (a synchronising copy, which no CUDA graph may hold)."""
+
+    step: torch.Tensor
+    seed: int
+    layer: int
+    stream: int
+    rank: int = 0
+
+    def parts(self) -> list[int]:
+        """[seed, layer, stream, rank], each modulo 2**32 (what the key reads of them)."""
+        return [self.seed & MASK32, self.layer & MASK32, self.stream & MASK32, self.rank & MASK32]
+
+    def value(self) -> int:
+        """The key as an integer, for the paths that compute on the host side (the fake backend)."""
+        if self.step.is_cuda and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(
+                "a CUDA graph is being captured around a HOT layer whose quantiser reads the hash step on the host "
+                "(the fake backend, or an option the real kernels do not cover): use backend 'real' with its kernels' "
+                "options, or torch.compile's default mode instead of mode='reduce-overhead'"
+            )
+        return hash_key(self.seed, self.layer, int(self.step.item()), self.stream, self.rank)
+
+
+def key_value(key: int | StepKey) -> int:
+    """An integer key as it is, a :class:`StepKey`'s value."""
+    return key.value() if isinstance(key, StepKey) else key
+
+
 _rank_override: int | None = None
 
 
@@ -113,13 +148,17 @@ def _fmix32_numpy(h: np.ndarray) -> np.ndarray:
     return h
 
 
-def uniform(shape: torch.Size | tuple[int, ...], key: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """float32 uniforms in [0, 1) for every element of a tensor of ``shape`` (row-major indices)."""
+def uniform(
+    shape: torch.Size | tuple[int, ...], key: int | StepKey, device: torch.device | str = "cpu"
+) -> torch.Tensor:
+    """float32 uniforms in [0, 1) for every element of a tensor of ``shape`` (row-major indices). A
+    :class:`StepKey` on a GPU is read there by the hot-kernels extension's kernel, without a copy to the host."""
     numel = 1
     for s in shape:
         numel *= int(s)
     device = torch.device(device)
     if device.type == "cpu":
+        key = key_value(key)
         h = _fmix32_numpy(_fmix32_numpy(np.arange(numel, dtype=np.uint32)) ^ np.uint32(key))
         return torch.from_numpy(h >> np.uint32(8)).to(torch.float32).mul_(2.0**-24).reshape(shape)
     from .backends import device_uniform  # here, not at the top: the backends import this module
@@ -128,5 +167,5 @@ def uniform(shape: torch.Size | tuple[int, ...], key: int, device: torch.device 
     if made is not None:
         return made.reshape(shape)
     index = torch.arange(numel, dtype=torch.int64, device=device) & MASK32
-    h = fmix32(fmix32(index) ^ key)
+    h = fmix32(fmix32(index) ^ key_value(key))
     return ((h >> 8).to(torch.float32) * (2.0**-24)).reshape(shape)

@@ -1,6 +1,7 @@
 // Host driver of kernels/csrc/quant_scalar.cuh for tests/kernels/test_quant_scalar.py: `quant_scalar_host OP`
 // reads OP's packed little-endian inputs on stdin and writes its packed results on stdout.
 //   uniform    key u32, n u64, n indices u64             -> n f32   hash_uniform
+//   hash_key   n u64, n (seed, layer, step, stream, rank) u32 quintuples -> n u32   hash_key
 //   stochastic qmax i32, n u64, n (v, s, u) f32 triples -> n i8    stochastic_code, then n f32 stochastic_code_value
 //   nearest    qmax i32, n u64, n (v, s) f32 pairs      -> n i8    nearest_code
 //   stochastic_group  qmax i32, key u32, stride u32, n u64, n groups of (s f32, index u32, 16 v f32)
@@ -60,7 +61,7 @@ void write_many(const std::vector<T>& values) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: quant_scalar_host uniform|stochastic|stochastic_group|nearest|divide|scale|amax|e4m3|sawb|windows < input\n");
+    std::fprintf(stderr, "usage: quant_scalar_host uniform|hash_key|stochastic|stochastic_group|nearest|divide|scale|amax|e4m3|sawb|windows < input\n");
     return 2;
   }
   const char* op = argv[1];
@@ -71,6 +72,15 @@ int main(int argc, char** argv) {
     // the kernels' indices are uint32_t, wrapping mod 2^32: the low 32 bits of the 64-bit index
     for (size_t i = 0; i < index.size(); ++i) u[i] = hot::hash_uniform(static_cast<uint32_t>(index[i]), key);
     write_many(u);
+  } else if (!std::strcmp(op, "hash_key")) {
+    const auto n = read_one<uint64_t>();
+    const auto parts = read_many<uint32_t>(5 * n);
+    std::vector<uint32_t> keys(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint32_t* p = &parts[5 * i];
+      keys[i] = hot::hash_key(p[0], p[1], p[2], p[3], p[4]);
+    }
+    write_many(keys);
   } else if (!std::strcmp(op, "stochastic") || !std::strcmp(op, "nearest")) {
     const bool stochastic = op[0] == 's';
     const auto qmax = read_one<int32_t>();

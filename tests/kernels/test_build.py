@@ -85,18 +85,21 @@ from hot_kernels import _C
 i8 = torch.zeros(4, 32, dtype=torch.int8)
 cases = [
     (lambda: _C.check_float_matrix(torch.zeros(4, 32), "g_y"), "g_y must be on a CUDA device for backend 'real'"),
-    (lambda: _C.hq_quantize_grad_output(torch.zeros(4, 32), 16, 4, True, 1, False), "g_y must be a CUDA tensor"),
     (
-        lambda: _C.hla_quantize(torch.zeros(4, 32), [16, 0, 1, 16, 16], [0], 8, False, False, 0, True),
+        lambda: _C.hq_quantize_grad_output(torch.zeros(4, 32), 16, 4, True, [1], False, None),
+        "g_y must be a CUDA tensor",
+    ),
+    (
+        lambda: _C.hla_quantize(torch.zeros(4, 32), [16, 0, 1, 16, 16], [0], 8, False, False, [0], True, None),
         "t must be a CUDA",
     ),
     (lambda: _C.check_hq_matmul(i8, torch.ones(4), i8, torch.ones(1), 16), "a_codes must be on a CUDA device"),
     (lambda: _C.check_hla_matmul(i8, torch.ones(1), i8, torch.ones(1)), "g_codes must be on a CUDA device"),
     (lambda: _C.cutlass_gemm_s8(i8, i8), "a must be a CUDA tensor"),
     (lambda: _C.dequantize(i8.int(), torch.ones(4), torch.ones(1), 16.0), "acc must be a CUDA tensor"),
-    (lambda: _C.hash_uniform(-1, 0, 0), "numel must be non-negative, got -1"),
-    (lambda: _C.hash_uniform(4, 1 << 32, 0), "key must be a 32-bit unsigned integer"),
-    (lambda: _C.hash_uniform(4, 0, 0), "device index 0 names no CUDA device (0 visible)"),
+    (lambda: _C.hash_uniform(-1, [0], 0, None), "numel must be non-negative, got -1"),
+    (lambda: _C.hash_uniform(4, [1 << 32], 0, None), "key holds 4294967296, not a 32-bit unsigned integer"),
+    (lambda: _C.hash_uniform(4, [0], 0, None), "device index 0 names no CUDA device (0 visible)"),
 ]
 for call, message in cases:
     try:

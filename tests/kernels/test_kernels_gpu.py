@@ -10,13 +10,13 @@ from hypothesis import strategies as st
 
 from hot import HOTConfig, HOTLinear
 from hot.backends import HLASpec, HQSpec
-from hot.backends.real import RealBackend, mark_4bit
+from hot.backends.real import RealBackend, hash_uniform, mark_4bit
 from hot.backends.reference import ReferenceBackend
 from hot.bench.equivalence import code_mismatches, equivalence
 from hot.hadamard import block_hadamard, largest_block
 from hot.hla import HLAWindows, TokenGrid, hla_windows, lp_l1_rows
 from hot.quant import absmax_scale, quantize, sawb_scale
-from hot.rounding import Stream, hash_key
+from hot.rounding import StepKey, Stream, hash_key, uniform
 
 pytestmark = pytest.mark.gpu
 REF = ReferenceBackend()
@@ -622,13 +622,130 @@ def test_real_backend_model_copies_and_pickles(kernel_backend, how: str) -> None
         assert torch.equal(a.grad, b.grad)
 
 
-def test_capturing_a_hot_layer_in_a_cuda_graph_is_an_error(kernel_backend) -> None:
+@pytest.mark.parametrize("fused", [False, True])
+def test_step_keys_give_the_integer_keys_codes(fused: bool) -> None:
+    """A StepKey (the step in a device tensor, the key derived in the kernels) gives exactly the codes of the integer
+    key hash_key computes for that step, on every quantiser that rounds stochastically; moving the step in place
+    moves the codes with it."""
+    backend = RealBackend(fused_grad_output=fused)
+    g = _randn(4 * 197, 64, seed=21).to(CUDA)
+    windows = _spatial(1, 14, 14)
+    step = torch.tensor([41], dtype=torch.int64, device=CUDA)
+    for granularity in ("per_token", "per_tensor"):
+        for value in (41, 2**32 + 7):
+            step.fill_(value)
+            on_device = [StepKey(step, 5, 3, int(s), 2) for s in (Stream.GX_GRAD_OUTPUT, Stream.GW_GRAD_OUTPUT)]
+            on_host = [hash_key(5, 3, value, int(s), 2) for s in (Stream.GX_GRAD_OUTPUT, Stream.GW_GRAD_OUTPUT)]
+            results = []
+            for hq_key, hla_key in (on_device, on_host):
+                hq = HQSpec(16, 4, granularity, hq_key)
+                hla = HLASpec(windows, 8, 8, "stochastic", "per_tensor", hla_key)
+                results.append(backend.quantize_grad_output(g, hq, hla, column_sums=True))
+                assert backend.fuses_grad_output(g, hq, hla) == fused
+            for a, b in zip(*results, strict=True):
+                assert torch.equal(a.float(), b.float())
+    made = hash_uniform(5000, StepKey(step, 5, 3, 1, 2), CUDA)  # the reference ops' numbers on the GPU
+    assert torch.equal(made.cpu(), uniform((5000,), hash_key(5, 3, 2**32 + 7, 1, 2)))
+    first = backend.hla_quantize(g, HLASpec(windows, 8, 8, "stochastic", "per_tensor", StepKey(step, 0, 0, 1)))
+    step.add_(1)
+    second = backend.hla_quantize(g, HLASpec(windows, 8, 8, "stochastic", "per_tensor", StepKey(step, 0, 0, 1)))
+    assert not torch.equal(first[0], second[0])  # a new step, new dither
+
+
+def test_a_real_layer_keeps_its_step_on_the_gpu(kernel_backend) -> None:
     layer = HOTLinear.from_float(torch.nn.Linear(64, 32, device=CUDA), HOTConfig(backend="real"), 0)
     x = torch.randn(4, 16, 64, device=CUDA, requires_grad=True)
-    layer(x).sum().backward()  # warm-up outside the capture
-    with pytest.raises(RuntimeError, match="cannot be captured in a CUDA graph"):
-        with torch.cuda.graph(torch.cuda.CUDAGraph()):
-            layer(x)
+    for _ in range(3):
+        layer(x).sum().backward()
+    assert layer.hot_state._counter.device.type == "cuda" and layer.hot_state.step == 3
+    layer.hot_state.step = 10  # a checkpoint's step, written in place
+    assert layer.get_extra_state()[0].item() == 10
+    fake = HOTLinear.from_float(torch.nn.Linear(64, 32, device=CUDA), HOTConfig(backend="fake"), 0)
+    fake(x).sum().backward()
+    assert fake.hot_state._counter.device.type == "cpu"  # reference code reads the step on the host
+
+
+def _linear_pair(bias: bool) -> tuple[HOTLinear, HOTLinear]:
+    import copy
+
+    torch.manual_seed(0)
+    layer = HOTLinear.from_float(torch.nn.Linear(64, 96, bias=bias, device=CUDA), HOTConfig(backend="real"), 0)
+    layer.hot_grid = TokenGrid(1, 14, 14)
+    return layer, copy.deepcopy(layer)
+
+
+def test_a_cuda_graph_replays_each_step_with_its_own_dither(kernel_backend) -> None:
+    """A HOT layer's forward and backward captured in one CUDA graph: every replay advances the layer's step on the
+    device and gives the gradients an eager twin gives at that step, bit for bit (so each replay draws new dither)."""
+    layer, twin = _linear_pair(bias=True)
+    x = _randn(2 * 197, 64, seed=8).to(CUDA).reshape(2, 197, 64).requires_grad_()
+    weight_out = _randn(2 * 197, 96, seed=9).to(CUDA).reshape(2, 197, 96)  # loss (y · w).sum(): g_y = w, exactly
+
+    def step(model: HOTLinear) -> None:
+        (model(x) * weight_out).sum().backward()
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):  # warm-up outside the capture (the counter is made on the device here)
+            step(layer)
+    torch.cuda.current_stream().wait_stream(side)
+    for _ in range(2):
+        step(twin)
+    graph = torch.cuda.CUDAGraph()
+    layer.zero_grad(set_to_none=True)
+    x.grad = None
+    with torch.cuda.graph(graph):
+        step(layer)
+    graph_x_grad = x.grad  # the graph's buffers: every replay writes its gradients there
+    assert layer.hot_state.step == 2  # capturing ran nothing
+    previous = None
+    for _ in range(3):
+        graph.replay()
+        twin.zero_grad(set_to_none=True)
+        x.grad = None
+        step(twin)
+        got = [layer.weight.grad, layer.bias.grad, graph_x_grad]
+        want = [twin.weight.grad, twin.bias.grad, x.grad]
+        for a, b in zip(got, want, strict=True):
+            assert torch.equal(a, b)
+        if previous is not None:
+            assert not torch.equal(previous, layer.weight.grad)
+        previous = layer.weight.grad.clone()
+    assert layer.hot_state.step == twin.hot_state.step == 5
+
+
+def test_reduce_overhead_compile_equals_eager(kernel_backend) -> None:
+    """torch.compile(mode="reduce-overhead") on a converted model: CUDA graphs are used (no skip), and five training
+    steps give eager's gradients bit for bit (ReLU and the exact loss gradient leave no room for other rounding)."""
+    import copy
+
+    import torch._dynamo as dynamo
+    from torch._dynamo.utils import counters
+
+    from hot import convert
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 64)).to(CUDA)
+    eager = convert(net, HOTConfig(backend="real"), token_grid=TokenGrid(1, 14, 14))
+    graphed = copy.deepcopy(eager)
+    x = _randn(2 * 197, 64, seed=3).to(CUDA).reshape(2, 197, 64)
+    weight_out = _randn(2 * 197, 64, seed=4).to(CUDA).reshape(2, 197, 64)
+    dynamo.reset()
+    counters.clear()
+    run = torch.compile(graphed, mode="reduce-overhead")
+    previous = None
+    for _ in range(5):
+        for model, forward in ((eager, eager), (graphed, run)):
+            model.zero_grad(set_to_none=True)
+            (forward(x) * weight_out).sum().backward()
+        for a, b in zip(graphed.parameters(), eager.parameters(), strict=True):
+            assert torch.equal(a.grad, b.grad)
+        if previous is not None:
+            assert not torch.equal(previous, eager[0].weight.grad)
+        previous = eager[0].weight.grad.clone()
+    assert not counters["inductor"]["cudagraph_skips"], dict(counters["inductor"])
+    assert [layer.hot_state.step for layer in (graphed[0], graphed[2])] == [5, 5]
 
 
 # --- random and ragged shapes -------------------------------------------------------------------
@@ -738,9 +855,9 @@ def test_bad_inputs_raise_clear_errors(kernel_backend) -> None:
         be.hla_matmul(codes, one, codes[:8], one, HLA16)
     # the low-level ops check layout themselves (ValueError from TORCH_CHECK_VALUE)
     with pytest.raises(ValueError, match="contiguous"):
-        hot_kernels._C.hq_quantize_grad_output(g.t(), 16, 4, True, 1, False)
+        hot_kernels._C.hq_quantize_grad_output(g.t(), 16, 4, True, [1], False, None)
     with pytest.raises(ValueError, match="aligned"):
-        hot_kernels._C.hq_quantize_grad_output(g.reshape(-1)[1:65].reshape(1, 64), 16, 4, True, 1, False)
+        hot_kernels._C.hq_quantize_grad_output(g.reshape(-1)[1:65].reshape(1, 64), 16, 4, True, [1], False, None)
 
 
 def test_gx_codes_are_fp8_operands_on_sm90(kernel_backend) -> None:
@@ -777,17 +894,30 @@ def test_low_level_ops_raise(kernel_backend) -> None:
         _C.codes_to_e4m3(a, 4)
     with pytest.raises(ValueError, match="aligned"):
         _C.hla_quantize(
-            torch.randn(257, device=CUDA)[1:].reshape(64, 4), [16, 0, 1, 16, 16], [0], 8, False, False, 0, False
+            torch.randn(257, device=CUDA)[1:].reshape(64, 4), [16, 0, 1, 16, 16], [0], 8, False, False, [0], False, None
         )
     with pytest.raises(ValueError, match=r"1 prefix \+ 4x4 grid is not T = 16"):
-        _C.hla_quantize(torch.randn(64, 4, device=CUDA), [16, 1, 4, 4, 4], [0], 8, False, False, 0, False)
+        _C.hla_quantize(torch.randn(64, 4, device=CUDA), [16, 1, 4, 4, 4], [0], 8, False, False, [0], False, None)
     with pytest.raises(ValueError, match="4x4, or 1x16 strips"):
-        _C.hla_quantize(torch.randn(64, 4, device=CUDA), [16, 0, 2, 8, 8], [0], 8, False, False, 0, False)
+        _C.hla_quantize(torch.randn(64, 4, device=CUDA), [16, 0, 2, 8, 8], [0], 8, False, False, [0], False, None)
     g = torch.randn(32, 64, device=CUDA)
     with pytest.raises(ValueError, match="fp8 operands hold 4-bit codes only"):
-        _C.hq_quantize_grad_output(g, 16, 8, True, 1, True)
+        _C.hq_quantize_grad_output(g, 16, 8, True, [1], True, None)
     with pytest.raises(ValueError, match="fp8 operands hold 4-bit codes only"):
-        _C.quantize_grad_output(g, [16, 0, 1, 16, 16], 16, 8, True, 1, True, [0, 1], 8, False, True, 2, False)
+        _C.quantize_grad_output(g, [16, 0, 1, 16, 16], 16, 8, True, [1], True, [0, 1], 8, False, True, [2], False, None)
+    step = torch.zeros(1, dtype=torch.int64, device=CUDA)
+    key_cases = [
+        (([1, 2], None), "must be \\[key\\] or \\[seed, layer, stream, rank\\], got 2"),
+        (([1, 2, 3, 4], None), "needs the step tensor"),
+        (([2**32], None), "not a 32-bit unsigned integer"),
+        (([1, 2, 3, 4], step.float()), "1-element int64 tensor"),
+        (([1, 2, 3, 4], step.cpu()), "step is on cpu"),
+    ]
+    for (key, key_step), message in key_cases:
+        with pytest.raises(ValueError, match=message):
+            _C.hq_quantize_grad_output(g, 16, 4, True, key, False, key_step)
+    with pytest.raises(ValueError, match="step must hold one element"):
+        _C.advance_step(torch.zeros(2, dtype=torch.int64, device=CUDA))
 
 
 # --- fake against real: codes and training ------------------------------------------------------

@@ -17,7 +17,7 @@ import torch
 
 from hot.hla import HLAWindows, TokenGrid, hla_windows, lp_l1_rows, projected_rows
 from hot.quant import absmax_scale, qmax, quantize, sawb_scale
-from hot.rounding import uniform
+from hot.rounding import MASK32, hash_key, uniform
 
 pytestmark = pytest.mark.build
 HERE = Path(__file__).resolve().parent
@@ -57,6 +57,19 @@ def test_hash_uniform_is_the_reference_hash(host) -> None:
         out = host("uniform", struct.pack("<IQ", key, n) + (index + np.uint64(offset)).tobytes())
         got = torch.from_numpy(np.frombuffer(out, dtype=np.float32).copy())
         assert torch.equal(got, uniform((n,), key))
+
+
+def test_hash_key_is_the_reference_key(host) -> None:
+    # the kernels derive a layer's key from the step the device holds: every part at its edges, the rank's branch,
+    # and parts the reference masks to 32 bits (a step past 2^32 wraps)
+    edges = [0, 1, 2, 0x7FFFFFFF, 0x80000000, MASK32]
+    rng = np.random.default_rng(0)
+    parts = [list(p) for p in rng.choice(edges, size=(200, 5))] + [list(p) for p in rng.integers(0, 2**32, (300, 5))]
+    parts += [[7, 3, 2**32 + 5, 1, 0], [7, 3, 2**40 + 9, 2, 3]]
+    packed = np.array([[int(v) & MASK32 for v in p] for p in parts], dtype=np.uint32)
+    out = host("hash_key", struct.pack("<Q", len(parts)) + packed.tobytes())
+    got = np.frombuffer(out, dtype=np.uint32).tolist()
+    assert got == [hash_key(*(int(v) for v in p)) for p in parts]
 
 
 @pytest.mark.parametrize(("bits", "granularity"), [(4, "per_token"), (4, "per_tensor"), (8, "per_tensor")])

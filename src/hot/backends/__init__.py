@@ -27,13 +27,19 @@ import torch
 from ..config import HOTConfig
 from ..hla import HLA_BLOCK, HLAWindows
 from ..quant import GRANULARITIES, ROUNDINGS, SUPPORTED_BITS
+from ..rounding import StepKey
 
 _MASK32 = 0xFFFFFFFF
 
 
 def _check_key(key: object) -> None:
+    if isinstance(key, StepKey):
+        step = key.step
+        if not isinstance(step, torch.Tensor) or step.dtype != torch.int64 or step.numel() != 1:
+            raise ValueError(f"StepKey.step must be a 1-element int64 tensor, got {step!r}")
+        return
     if isinstance(key, bool) or not isinstance(key, int) or not 0 <= key <= _MASK32:
-        raise ValueError(f"hash key must be an integer in [0, 2**32), got {key!r}")
+        raise ValueError(f"hash key must be an integer in [0, 2**32) or a hot.rounding.StepKey, got {key!r}")
 
 
 def _check_choice(name: str, value: object, allowed: tuple) -> None:
@@ -49,7 +55,7 @@ class HQSpec:
     block: int
     bits: int
     granularity: str = "per_token"
-    key: int = 0
+    key: int | StepKey = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.block, bool) or not isinstance(self.block, int) or self.block < 1:
@@ -71,7 +77,7 @@ class HLASpec:
     bits: int
     rounding: str
     granularity: str
-    key: int | None = None
+    key: int | StepKey | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.windows, HLAWindows):
@@ -173,7 +179,7 @@ def real_available() -> bool:
     return True
 
 
-def device_uniform(numel: int, key: int, device: torch.device) -> torch.Tensor | None:
+def device_uniform(numel: int, key: int | StepKey, device: torch.device) -> torch.Tensor | None:
     """:func:`hot.rounding.uniform`'s numbers (flat, float32) made on a CUDA ``device`` by the hot-kernels extension
     in one kernel, or None where ``device`` is not CUDA or the loaded extension has no such kernel (not built, or
     built before it existed): the caller then computes the same numbers with torch ops."""

@@ -46,6 +46,7 @@ import torch
 
 from ..config import GEMMS
 from ..hla import lp_l1_rows, projected_rows
+from ..rounding import StepKey
 from . import HLASpec, HQSpec, QuantizedGradOutput
 from . import column_sums as _column_sums
 from .reference import ReferenceBackend
@@ -82,10 +83,12 @@ def hash_uniform_built() -> bool:
     return hasattr(load_ops(), "hash_uniform")
 
 
-def hash_uniform(numel: int, key: int, device: torch.device) -> torch.Tensor:
+def hash_uniform(numel: int, key: int | StepKey, device: torch.device) -> torch.Tensor:
     """:func:`hot.rounding.uniform`'s numbers for ``numel`` row-major indices under ``key``: float32 on the CUDA
-    ``device``, from one kernel (the kernels' ``hash_uniform``, the same function bit for bit)."""
-    return load_ops().hash_uniform(numel, key, _device_index(device))
+    ``device``, from one kernel (the kernels' ``hash_uniform``, the same function bit for bit; a StepKey's step read
+    there, with no copy to the host)."""
+    parts, step = _key_arg(key)
+    return load_ops().hash_uniform(numel, parts, _device_index(device), step)
 
 
 def mark_4bit(codes: torch.Tensor) -> torch.Tensor:
@@ -109,12 +112,27 @@ def _aligned(t: torch.Tensor) -> torch.Tensor:
     return t if t.data_ptr() % 16 == 0 else t.clone()
 
 
-def _hla_args(spec: HLASpec) -> tuple[list[int], list[int], int, bool, int]:
-    """The HLA spec as the ops take it: windows, kept basis rows, bits, stochastic, hash key."""
+def _key_arg(key: int | StepKey) -> tuple[list[int], torch.Tensor | None]:
+    """A hash key as the ops take it: [key], or a :class:`StepKey`'s [seed, layer, stream, rank] and its step tensor,
+    which the kernels read (so a CUDA graph's replays each use their own step)."""
+    return (key.parts(), key.step) if isinstance(key, StepKey) else ([key], None)
+
+
+def _shared_step(*steps: torch.Tensor | None) -> torch.Tensor | None:
+    """The one step tensor of a call's keys (one layer's backward: its quantisers share the step)."""
+    given = {id(s): s for s in steps if s is not None}
+    if len(given) > 1:
+        raise ValueError("the keys of one quantize_grad_output call must share their step tensor")
+    return next(iter(given.values()), None)
+
+
+def _hla_args(spec: HLASpec) -> tuple[list[int], list[int], int, bool, list[int], torch.Tensor | None]:
+    """The HLA spec as the ops take it: windows, kept basis rows, bits, stochastic, hash key and its step."""
     w = spec.windows
     stochastic = spec.rounding == "stochastic"
-    key = spec.key if stochastic and spec.key is not None else 0
-    return [w.tokens, w.prefix, w.height, w.width, w.window_w], list(lp_l1_rows(spec.rank)), spec.bits, stochastic, key
+    key, step = _key_arg(spec.key) if stochastic and spec.key is not None else ([0], None)
+    windows = [w.tokens, w.prefix, w.height, w.width, w.window_w]
+    return windows, list(lp_l1_rows(spec.rank)), spec.bits, stochastic, key, step
 
 
 def _round_up(n: int, m: int) -> int:
@@ -232,8 +250,9 @@ class RealBackend:
             return self._on_reference(g_y, lambda g: _REFERENCE.hq_quantize_grad_output(g, spec))
         g = _aligned(g_y)
         fp8 = self._fp8_codes(g.device, spec.bits, g.shape[-1])
+        key, step = _key_arg(spec.key)
         codes, scale = self.ops.hq_quantize_grad_output(
-            g, spec.block, spec.bits, spec.granularity == "per_token", spec.key, fp8
+            g, spec.block, spec.bits, spec.granularity == "per_token", key, fp8, step
         )
         return mark_4bit(codes) if spec.bits == 4 else codes, scale
 
@@ -318,7 +337,8 @@ class RealBackend:
             return QuantizedGradOutput(a_codes, a_scale, *self._hla_quantize(g_y, hla, column_sums))
         self.ops.check_float_matrix(g_y, "g_y")
         g = _aligned(g_y)
-        windows, rows, hla_bits, stochastic, hla_key = _hla_args(hla)
+        windows, rows, hla_bits, stochastic, hla_key, hla_step = _hla_args(hla)
+        hq_key, hq_step = _key_arg(hq.key)
         fp8 = self._fp8_codes(g.device, hq.bits, g.shape[1])
         codes, scale, g_codes_t, g_scale, sums = self.ops.quantize_grad_output(
             g,
@@ -326,7 +346,7 @@ class RealBackend:
             hq.block,
             hq.bits,
             hq.granularity == "per_token",
-            hq.key,
+            hq_key,
             fp8,
             rows,
             hla_bits,
@@ -334,6 +354,7 @@ class RealBackend:
             stochastic,
             hla_key,
             column_sums,
+            _shared_step(hq_step, hla_step),
         )
         codes = mark_4bit(codes) if hq.bits == 4 else codes
         g_scale = g_scale.reshape(1, -1) if hla.granularity == "per_channel" else g_scale
@@ -364,9 +385,11 @@ class RealBackend:
             codes, scale = self._on_reference(t, lambda x: _REFERENCE.hla_quantize(x, spec))
             return codes, scale, _column_sums(t) if column_sums else None
         x = _aligned(t)
-        windows, rows, bits, stochastic, key = _hla_args(spec)
+        windows, rows, bits, stochastic, key, step = _hla_args(spec)
         per_channel = spec.granularity == "per_channel"
-        codes_t, scale, sums = self.ops.hla_quantize(x, windows, rows, bits, stochastic, per_channel, key, column_sums)
+        codes_t, scale, sums = self.ops.hla_quantize(
+            x, windows, rows, bits, stochastic, per_channel, key, column_sums, step
+        )
         return codes_t.t(), scale.reshape(1, -1) if per_channel else scale, sums if column_sums else None
 
     def hla_matmul(

@@ -65,7 +65,7 @@ def step_summary(variants: dict[str, dict[str, Any]], baseline: str = STEP_BASEL
         }
     torchao_ms = variants.get("torchao_float8", {}).get("step_ms")
     targets: dict[str, dict[str, Any]] = {}
-    for name in ("hot", "hot_compile"):
+    for name in ("hot", "hot_compile", "hot_graphs"):
         if name not in ratios:
             continue
         ms = variants[name]["step_ms"]

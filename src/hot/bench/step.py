@@ -18,8 +18,19 @@ from .report import step_spread
 
 STEP_MODEL = "vit_base_patch16_224"
 STEP_CLASSES = 100
-# hot_nohead: HOT eager with the classifier left exact, as torchao_float8 leaves it.
-STEP_VARIANTS = ("bf16", "bf16_compile", "torchao_float8", "hot", "hot_compile", "hot_nohead")
+# *_compile: torch.compile's default mode; *_graphs: mode="reduce-overhead" (CUDA graphs, no per-kernel host
+# work). hot_nohead: HOT eager with the classifier left exact, as torchao_float8 leaves it.
+STEP_VARIANTS = (
+    "bf16",
+    "bf16_compile",
+    "bf16_graphs",
+    "torchao_float8",
+    "hot",
+    "hot_compile",
+    "hot_graphs",
+    "hot_nohead",
+)
+COMPILE_MODES = {"_compile": "default", "_graphs": "reduce-overhead"}
 
 
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, amp: bool) -> Any:
@@ -39,7 +50,7 @@ def time_training(
     *,
     steps: int,
     warmup: int,
-    compile: bool = False,
+    compile_mode: str | None = None,
     calibrate_lqs: bool = False,
     amp: bool = True,
     lr: float = 1e-4,
@@ -47,7 +58,8 @@ def time_training(
     """Median step time (ms) and peak memory of training ``net`` (already on the images' device) with AdamW.
 
     With ``calibrate_lqs`` the first step runs eagerly inside :func:`hot.lqs.calibrate`, as the training loop
-    does on its first batch; compilation (``compile``) comes after it, so the compiled graph sees the decisions.
+    does on its first batch; compilation (``torch.compile`` in ``compile_mode``, where one is given) comes after
+    it, so the compiled graph sees the decisions.
     CUDA steps are timed with CUDA events (peak memory: ``max_memory_allocated`` over the timed steps), CPU
     steps with ``perf_counter`` (no peak memory).
     """
@@ -62,7 +74,7 @@ def time_training(
             train_step(net, optimizer, images, labels, amp)
         choices = list(lqs.decisions(net).values())
         result["lqs"] = {str(c).lower(): choices.count(c) for c in ("per_token", "per_tensor", None)}
-    model: nn.Module = torch.compile(net) if compile else net
+    model: nn.Module = net if compile_mode is None else torch.compile(net, mode=compile_mode)
     started = time.perf_counter()
     for _ in range(warmup):
         train_step(model, optimizer, images, labels, amp)
@@ -159,7 +171,9 @@ def step_variant(
         torch._dynamo.utils.counters.clear()
     torch.manual_seed(seed)
     net = timm.create_model(STEP_MODEL, num_classes=STEP_CLASSES, **(model_kwargs or {}))
-    compile_, lqs_ = variant.endswith("_compile") or variant == "torchao_float8", False
+    suffix = next((s for s in COMPILE_MODES if variant.endswith(s)), None)
+    compile_mode = "default" if variant == "torchao_float8" else COMPILE_MODES.get(suffix or "")
+    lqs_ = False
     converted: dict[str, Any] | None = None
     if variant == "torchao_float8":
         try:
@@ -178,16 +192,21 @@ def step_variant(
     height, width = net.patch_embed.img_size
     images = torch.randn(batch, 3, height, width, device=device, generator=gen)
     labels = torch.randint(0, STEP_CLASSES, (batch,), device=device, generator=gen)
-    result = time_training(net, images, labels, steps=steps, warmup=warmup, compile=compile_, calibrate_lqs=lqs_)
-    result["compiled"] = compile_
+    result = time_training(
+        net, images, labels, steps=steps, warmup=warmup, compile_mode=compile_mode, calibrate_lqs=lqs_
+    )
+    result["compiled"] = compile_mode is not None
+    result["compile_mode"] = compile_mode
     if converted is not None:
         result["hot"] = converted
-    if compile_:
+    if compile_mode is not None:
         with contextlib.suppress(Exception):  # graphs and graph breaks say whether torch.compile kept one graph
             counters = torch._dynamo.utils.counters
             result["dynamo"] = {
                 **{k: int(v) for k, v in counters["stats"].items()},
                 "graph_breaks": int(sum(counters["graph_break"].values())),
                 "graph_break_reasons": [str(k)[:300] for k in list(counters["graph_break"])[:10]],
+                # reduce-overhead: why CUDA graphs were not used, where they were not (empty: they were)
+                "cudagraph_skips": int(counters["inductor"]["cudagraph_skips"]),
             }
     return result

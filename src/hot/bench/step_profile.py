@@ -54,7 +54,8 @@ def measure(out: Path, variant: str, head: bool, lqs: bool, fused: bool, profile
     x = torch.randn(128, 3, 224, 224, device="cuda", generator=gen)
     y = torch.randint(0, 100, (128,), device="cuda", generator=gen)
     hot = variant.startswith("hot")
-    timed = time_training(net, x, y, steps=20, warmup=5, compile=compiled, calibrate_lqs=hot and lqs)
+    mode = "default" if compiled else None
+    timed = time_training(net, x, y, steps=20, warmup=5, compile_mode=mode, calibrate_lqs=hot and lqs)
     result = {
         "variant": variant,
         "head": head,

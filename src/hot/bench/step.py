@@ -60,8 +60,9 @@ def time_training(
     With ``calibrate_lqs`` the first step runs eagerly inside :func:`hot.lqs.calibrate`, as the training loop
     does on its first batch; compilation (``torch.compile`` in ``compile_mode``, where one is given) comes after
     it, so the compiled graph sees the decisions.
-    CUDA steps are timed with CUDA events (peak memory: ``max_memory_allocated`` over the timed steps), CPU
-    steps with ``perf_counter`` (no peak memory).
+    CUDA steps are timed with CUDA events (peak memory: ``max_memory_allocated`` over the timed steps; under
+    ``reduce-overhead`` over the warm-up as well, where CUDA graphs allocate their memory while recording and
+    replays allocate nothing), CPU steps with ``perf_counter`` (no peak memory).
     """
     from .. import lqs
 
@@ -75,12 +76,17 @@ def time_training(
         choices = list(lqs.decisions(net).values())
         result["lqs"] = {str(c).lower(): choices.count(c) for c in ("per_token", "per_tensor", None)}
     model: nn.Module = net if compile_mode is None else torch.compile(net, mode=compile_mode)
+    graphs = compile_mode == "reduce-overhead"
+    if cuda and graphs:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
     started = time.perf_counter()
     for _ in range(warmup):
         train_step(model, optimizer, images, labels, amp)
     if cuda:
         torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
+        if not graphs:
+            torch.cuda.reset_peak_memory_stats(device)
     result["warmup_s"] = time.perf_counter() - started
     times: list[float] = []
     events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []

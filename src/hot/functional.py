@@ -72,6 +72,16 @@ def _layer(handle: int) -> HOTLayer:
     return layer
 
 
+def _check_capturable(x: torch.Tensor, step_device: torch.device) -> None:
+    # A step kept on the host is not advanced by a CUDA graph's replays: each would round with one step's dither.
+    if x.is_cuda and step_device.type != "cuda" and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(
+            "a HOT layer on the reference backend cannot be captured in a CUDA graph: it keeps its stochastic-rounding "
+            "step on the host, so every replay would reuse one step's dither; use backend 'real' (its step lives on "
+            "the GPU), or torch.compile's default mode instead of mode='reduce-overhead'"
+        )
+
+
 def _keys(layer: HOTLayer, step: torch.Tensor) -> Keys:
     return Keys(layer.hot_config.seed, layer.hot_state.index, step, rounding_rank())
 
@@ -204,6 +214,7 @@ def _forward_outputs(
     if tracing:
         step = torch.empty(1, dtype=torch.int64, device=step_device)
     else:
+        _check_capturable(x, step_device)
         step = layer.hot_state.advance(step_device)
     keys = None if tracing else _keys(layer, step)
     # Windows are checked here too, so a grid that does not fit fails in the forward, at the first such layer.

@@ -100,12 +100,12 @@ class StepKey:
         return [self.seed & MASK32, self.layer & MASK32, self.stream & MASK32, self.rank & MASK32]
 
     def value(self) -> int:
-        """The key as an integer, for the paths that compute on the host side (the fake backend)."""
+        """The key as an integer, for code that computes it on the host side."""
         if self.step.is_cuda and torch.cuda.is_current_stream_capturing():
             raise RuntimeError(
-                "a CUDA graph is being captured around a HOT layer whose quantiser reads the hash step on the host "
-                "(the fake backend, or an option the real kernels do not cover): use backend 'real' with its kernels' "
-                "options, or torch.compile's default mode instead of mode='reduce-overhead'"
+                "a CUDA graph is being captured around a stochastic rounding that reads the hash step on the host "
+                "(a replay would reuse one step's dither): use torch.compile's default mode instead of "
+                "mode='reduce-overhead'"
             )
         return hash_key(self.seed, self.layer, int(self.step.item()), self.stream, self.rank)
 

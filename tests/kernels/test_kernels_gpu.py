@@ -665,6 +665,16 @@ def test_a_real_layer_keeps_its_step_on_the_gpu(kernel_backend) -> None:
     assert fake.hot_state._counter.device.type == "cpu"  # reference code reads the step on the host
 
 
+def test_capturing_a_reference_layer_in_a_cuda_graph_is_an_error() -> None:
+    """The reference backend keeps the step on the host, which a replay would not advance: capture is refused."""
+    layer = HOTLinear.from_float(torch.nn.Linear(64, 32, device=CUDA), HOTConfig(backend="fake"), 0)
+    x = torch.randn(4, 16, 64, device=CUDA, requires_grad=True)
+    layer(x).sum().backward()  # warm-up outside the capture
+    with pytest.raises(RuntimeError, match="cannot be captured in a CUDA graph"):
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            layer(x)
+
+
 def _linear_pair(bias: bool) -> tuple[HOTLinear, HOTLinear]:
     import copy
 

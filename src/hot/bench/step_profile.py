@@ -3,11 +3,14 @@ optional torch.profiler trace of 3 steps after 2: how the results under ``kernel
 
     python -m hot.bench.step_profile OUT_DIR               # bf16 and five HOT configurations, each in its own process
     python -m hot.bench.step_profile OUT_DIR hot 1 1 0 p   # one: variant, head converted, LQS, fused g_y, profile
+    python -m hot.bench.step_profile OUT_DIR hot 1 1 0 m   # ... and what is allocated at the step's memory peak
 
 A variant is ``bf16`` or ``hot``, or either with ``_compile`` (``torch.compile``, after LQS's eager first step).
 Each configuration prints one JSON line (step time, peak memory, LQS decisions, kernel launches a step when
-profiled); a profile also writes ``OUT_DIR/profile_<variant>_<head><lqs><fused>.txt``, torch.profiler's tables by
-CUDA time and by call count. The timing is :func:`hot.bench.step.time_training`'s (median of 20 after 5 warm-up).
+profiled); a profile (``p``) also writes ``OUT_DIR/profile_<variant>_<head><lqs><fused>.txt``, torch.profiler's tables
+by CUDA time and by call count; ``m`` writes ``OUT_DIR/memory_<variant>_<head><lqs><fused>.json``, the blocks live at
+the peak of two traced steps grouped by where they were allocated (:mod:`hot.bench.memory_peak`). The timing is
+:func:`hot.bench.step.time_training`'s (median of 20 after 5 warm-up).
 """
 
 from __future__ import annotations
@@ -36,8 +39,10 @@ PROFILED_STEPS = 3
 VARIANTS = ("bf16", "bf16_compile", "hot", "hot_compile")
 
 
-def measure(out: Path, variant: str, head: bool, lqs: bool, fused: bool, profile: bool) -> dict[str, Any]:
-    """One configuration's step time and peak memory, and its profile where asked."""
+def measure(
+    out: Path, variant: str, head: bool, lqs: bool, fused: bool, profile: bool, memory: bool = False
+) -> dict[str, Any]:
+    """One configuration's step time and peak memory, and its profile and memory peak where asked."""
     import timm
 
     from .. import HOTConfig, convert
@@ -65,12 +70,30 @@ def measure(out: Path, variant: str, head: bool, lqs: bool, fused: bool, profile
         "peak_gib": timed["peak_memory_gib"],
         "lqs_dec": timed.get("lqs"),
     }
+    tag = f"{variant}_{int(head)}{int(lqs)}{int(fused)}"
+    model = torch.compile(net) if compiled else net  # the graphs time_training compiled, from dynamo's cache
+    optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
+    if memory:
+        from .memory_peak import peak_allocations
+
+        train_step(model, optimizer, x, y, True)
+        torch.cuda.synchronize()
+        torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        for _ in range(2):
+            train_step(model, optimizer, x, y, True)
+        torch.cuda.synchronize()
+        snapshot = torch.cuda.memory._snapshot()
+        torch.cuda.memory._record_memory_history(enabled=None)
+        peak = peak_allocations(snapshot["device_traces"][torch.cuda.current_device()], base)
+        peak["max_memory_allocated"] = torch.cuda.max_memory_allocated()
+        (out / f"memory_{tag}.json").write_text(json.dumps(peak, indent=1))
+        result["traced_peak_gib"] = peak["peak_bytes"] / 2**30
     if profile:
         from torch.profiler import ProfilerActivity
         from torch.profiler import profile as profiler
 
-        model = torch.compile(net) if compiled else net  # the graphs time_training compiled, from dynamo's cache
-        optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
         for _ in range(2):
             train_step(model, optimizer, x, y, True)
         torch.cuda.synchronize()
@@ -83,8 +106,7 @@ def measure(out: Path, variant: str, head: bool, lqs: bool, fused: bool, profile
         # GPU time a step against the step's time: where they differ, the GPU waited for the host
         result["kernel_ms_per_step"] = sum(e.time_range.elapsed_us() for e in kernels) / 1e3 / PROFILED_STEPS
         table = trace.key_averages()
-        name = f"profile_{variant}_{int(head)}{int(lqs)}{int(fused)}.txt"
-        (out / name).write_text(
+        (out / f"profile_{tag}.txt").write_text(
             table.table(sort_by="self_cuda_time_total", row_limit=45, max_name_column_width=60)
             + "\n\nBY COUNT\n"
             + table.table(sort_by="count", row_limit=45, max_name_column_width=60)
@@ -94,9 +116,10 @@ def measure(out: Path, variant: str, head: bool, lqs: bool, fused: bool, profile
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) not in (1, 5, 6) or (len(args) > 1 and args[1] not in VARIANTS):
+    flags = args[5] if len(args) == 6 else ""
+    if len(args) not in (1, 5, 6) or (len(args) > 1 and args[1] not in VARIANTS) or not set(flags) <= {"p", "m"}:
         variants = "|".join(VARIANTS)
-        print(f"usage: python -m hot.bench.step_profile OUT_DIR [{variants} HEAD LQS FUSED [p]]", file=sys.stderr)
+        print(f"usage: python -m hot.bench.step_profile OUT_DIR [{variants} HEAD LQS FUSED [p|m|pm]]", file=sys.stderr)
         return 2
     if not torch.cuda.is_available():
         print("hot.bench.step_profile needs a CUDA GPU: none is visible", file=sys.stderr)
@@ -109,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     warnings.simplefilter("ignore")
     variant, head, lqs, fused = args[1], args[2] == "1", args[3] == "1", args[4] == "1"
-    print(json.dumps(measure(out, variant, head, lqs, fused, profile=len(args) == 6)), flush=True)
+    print(json.dumps(measure(out, variant, head, lqs, fused, profile="p" in flags, memory="m" in flags)), flush=True)
     return 0
 
 

@@ -968,13 +968,14 @@ __global__ void dequantize_kernel(const Acc* __restrict__ acc, int64_t m, int64_
   }
 }
 
-// hot.rounding.uniform, four numbers a thread with one 16-byte store (out comes from torch's allocator: aligned).
+// A HOT layer's forward: the step it uses, and the counter moved on (one thread).
 __global__ void advance_step_kernel(int64_t* step, int64_t* saved) {
   const int64_t s = *step;
   *saved = s;
   *step = s + 1;
 }
 
+// hot.rounding.uniform, four numbers a thread with one 16-byte store (out comes from torch's allocator: aligned).
 __global__ void hash_uniform_kernel(float* __restrict__ out, int64_t n, HashKey hash) {
   const uint32_t key = resolve_key(hash);
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x * 4;

@@ -24,7 +24,7 @@ def test_the_blocks_live_at_the_peak_are_grouped_by_the_innermost_own_frame() ->
         _alloc(3, 300, TORCH, HOT),
         _alloc(4, 20),
         _free(1, 100),  # after the peak: still counted there
-        _free(99, 7),  # allocated before recording began: ignored
+        _free(99, 7),  # allocated before recording began: lowers the count, not the peak before it
         _alloc(5, 10, TORCH),
     ]
     result = peak_allocations(trace, base_bytes=1000)
@@ -32,6 +32,15 @@ def test_the_blocks_live_at_the_peak_are_grouped_by_the_innermost_own_frame() ->
     sites = {s["site"]: (s["bytes"], s["blocks"]) for s in result["sites"]}
     assert sites == {"hot/functional.py:210 _forward_outputs": (400, 2), "(no Python frame)": (20, 1)}
     assert result["others"] == {"bytes": 0, "blocks": 0, "sites": 0}
+
+
+def test_freeing_a_block_from_before_the_trace_lowers_the_count() -> None:
+    # base 1000 holds block 99 (600 bytes), freed before 500 new bytes: memory_allocated peaks at 1000 + 100, not
+    # 1000 + 500
+    trace = [_alloc(1, 100, HOT), _free(99, 600), _alloc(2, 500, TORCH)]
+    result = peak_allocations(trace, base_bytes=1000)
+    assert result["peak_bytes"] == 1100 and result["traced_bytes_at_peak"] == 100
+    assert [s["site"] for s in result["sites"]] == ["hot/functional.py:210 _forward_outputs"]
 
 
 def test_groups_past_top_are_summed() -> None:

@@ -4,7 +4,8 @@ trace (``torch.cuda.memory._record_memory_history`` then ``torch.cuda.memory._sn
 :func:`peak_allocations` replays one device's trace: every ``alloc`` adds a block, every ``free_requested`` removes it
 (what ``torch.cuda.memory_allocated`` counts), and the blocks live at the highest point are grouped by the Python
 frame that allocated them, the innermost one in HOT, timm or torchao code where there is one. Blocks allocated
-before recording began are not in the trace: ``base_bytes`` (``memory_allocated()`` when it began) stands for them.
+before recording began are not in the trace: ``base_bytes`` (``memory_allocated()`` when it began) stands for them,
+and freeing one lowers the count (a step's old gradients, freed by ``zero_grad``).
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ def _replay(trace: Iterable[dict[str, Any]]) -> Iterable[tuple[int, dict[str, in
         if action == "alloc":
             live[addr] = event
             current += int(event["size"])
-        elif action == "free_requested" and addr in live:
-            current -= int(live.pop(addr)["size"])
+        elif action == "free_requested":
+            current -= int(live.pop(addr)["size"] if addr in live else event.get("size", 0))
         yield current, live, event
 
 

@@ -196,6 +196,17 @@ def test_unproject_is_the_transpose_scattered_back(windows, rank):
         torch.testing.assert_close(hla_unproject(hla_project_matmul(t, windows, 16), windows, 16), t)
 
 
+@pytest.mark.parametrize("windows", BLOCKINGS_UNDER_TEST, ids=str)
+@pytest.mark.parametrize("rank", [1, 8, 16])
+def test_unproject_by_butterflies_is_the_gemm_unprojection(windows, rank):
+    # integer-valued rows: both orders add exactly, so they agree bit for bit; on random floats they differ in rounding
+    q = torch.randint(-50, 50, (2 * windows.rows_per_sample(rank), 6), generator=torch.Generator().manual_seed(rank))
+    q = q.float()
+    assert torch.equal(hla_unproject(q, windows, rank, butterflies=True), hla_unproject(q, windows, rank))
+    r = torch.randn(2 * windows.rows_per_sample(rank), 6, dtype=torch.float64)
+    torch.testing.assert_close(hla_unproject(r, windows, rank, butterflies=True), hla_unproject(r, windows, rank))
+
+
 def test_unproject_rejects_rows_that_are_not_whole_samples():
     with pytest.raises(ValueError, match=r"projected rows, got shape \(7, 3\)"):
         hla_unproject(torch.zeros(7, 3), paper(20), 8)

@@ -201,6 +201,46 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int6
   return {codes_t, scale, sums};
 }
 
+// LBP-WHT's float projection: P t (R, C) float32, rows as hla_quantize's.
+at::Tensor hla_project(const at::Tensor& t, const std::vector<int64_t>& windows, const std::vector<int64_t>& rows) {
+  check_cuda(t, "t");
+  check_aligned(t, "t");
+  TORCH_CHECK_VALUE(t.dim() == 2, "t must be 2-D (L, C), got ", num(t.dim()), "-D");
+  TORCH_CHECK_VALUE(t.numel() > 0, "t is empty");
+  const auto type = float_type(t, "t");
+  int64_t proj_rows = 0;
+  const hot::HlaWindows w = hla_windows(t.size(0), t.size(1), windows);
+  const std::vector<int> kept = hla_kept_rows(t.size(0), w, rows, proj_rows);
+  const c10::cuda::CUDAGuard guard(t.device());
+  auto out = at::empty({proj_rows, t.size(1)}, t.options().dtype(at::kFloat));
+  hot::hla_project(t.data_ptr(), type, t.size(0), t.size(1), w, kept.data(), static_cast<int>(kept.size()),
+                   out.data_ptr<float>(), c10::cuda::getCurrentCUDAStream());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+
+// Its transpose: Pᵀ p / 16 at the windows' positions, prefix rows / 4: (length, C) float32 from p (R, C) float32.
+at::Tensor hla_unproject(const at::Tensor& p, int64_t length, const std::vector<int64_t>& windows,
+                         const std::vector<int64_t>& rows) {
+  check_cuda(p, "p");
+  check_aligned(p, "p");
+  check_dtype(p, at::kFloat, "p");
+  TORCH_CHECK_VALUE(p.dim() == 2, "p must be 2-D (R, C), got ", num(p.dim()), "-D");
+  TORCH_CHECK_VALUE(length > 0 && p.size(1) > 0, "hla_unproject: length and p's channels must be positive, got ",
+                    num(length), " and ", shape_of(p));
+  int64_t proj_rows = 0;
+  const hot::HlaWindows w = hla_windows(length, p.size(1), windows);
+  const std::vector<int> kept = hla_kept_rows(length, w, rows, proj_rows);
+  TORCH_CHECK_VALUE(p.size(0) == proj_rows, "p must have ", num(proj_rows), " rows (the projection of L = ",
+                    num(length), " at rank ", num(kept.size()), "), got ", shape_of(p));
+  const c10::cuda::CUDAGuard guard(p.device());
+  auto out = at::empty({length, p.size(1)}, p.options());
+  hot::hla_unproject(p.data_ptr<float>(), length, p.size(1), w, kept.data(), static_cast<int>(kept.size()),
+                     out.data_ptr<float>(), c10::cuda::getCurrentCUDAStream());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+
 // Both quantisations of g_y from two passes: (hq codes (L, O) int8 or e4m3 with fp8, hq scale (L, 1) or (),
 // hla codes_t (O, R) int8, hla scale (O) or (), column sums (O) float32 with column_sums, else empty).
 std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, const std::vector<int64_t>& windows,
@@ -497,6 +537,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("hq_quantize_grad_output", &hq_quantize_grad_output);
   m.def("hq_quantize_weight", &hq_quantize_weight);
   m.def("hla_quantize", &hla_quantize);
+  m.def("hla_project", &hla_project);
+  m.def("hla_unproject", &hla_unproject);
   m.def("quantize_grad_output", &quantize_grad_output);
   m.def("dequantize", &dequantize);
   m.def("hash_uniform", &hash_uniform);

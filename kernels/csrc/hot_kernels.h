@@ -60,6 +60,13 @@ void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, 
                   const int* rows, int rank, int qmax, bool per_channel, bool stochastic, HashKey key, int8_t* codes_t,
                   float* scale, uint32_t* amax_bits, const ColumnSums& sums, cudaStream_t stream);
 
+// LBP-WHT's projection in floating point: P t (float32 R x C, row-major, rows as hla_quantize's codes_t columns),
+// and its transpose Pᵀ p / 16 back at the windows' positions with prefix rows / 4 (float32 L x C, p: R x C).
+void hla_project(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
+                 const int* rows, int rank, float* out, cudaStream_t stream);
+void hla_unproject(const float* p, int64_t length, int64_t channels, const HlaWindows& windows, const int* rows,
+                   int rank, float* out, cudaStream_t stream);
+
 // Both quantisations of g_y (L x O) at once, from two passes over it: Q(HT(g_y)) as hq_quantize_grad_output
 // (codes L x O, scale L or 1) and Q(P g_y) as hla_quantize (codes_t O x R, scale O or 1). Needs O % 4 == 0
 // and 4-byte aligned rows. hq_amax (L or 1) and hla_amax (O or 1) are zeroed uint32 scratch.

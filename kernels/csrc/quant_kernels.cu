@@ -748,6 +748,86 @@ void launch_hla(const T* t, const HlaShape& sh, const HlaRows& rows, int qmax, b
   }
 }
 
+// --- LBP-WHT in floating point: P t and Pᵀ p / 16 along tokens, one pass each ---------------------------------
+// The latency figure's LBP-WHT column: the projection hla_quantize runs, without its amax pass or its codes.
+
+// P t as hla_project lays it out (R x C float32, row-major): a thread transforms one unit's Vec channels and stores
+// its kept rows from registers (the tile's 16 channel groups write 16 x Vec contiguous floats of a row).
+template <typename T, int Vec>
+__global__ void __launch_bounds__(kHlaThreads)
+    hla_project_kernel(const T* __restrict__ t, HlaShape sh, HlaRows rows, float* __restrict__ out) {
+  int64_t sb, c;
+  hla_unit(sh, Vec, sb, c);
+  if (sb < 0) return;
+  float v[Vec][kHla];
+  hla_load<T, Vec>(t, sh, sb, c, v);
+  int64_t row0;
+  const int count = hla_unit_rows(sh, sb, row0);  // a prefix unit's one row: any kept row (all hold 4 x its token)
+#pragma unroll
+  for (int k = 0; k < kHla; ++k) {
+    if (!(rows.mask >> k & 1u) || rows.slot[k] >= count) continue;
+    float* dst = out + (row0 + rows.slot[k]) * sh.channels + c;
+    if constexpr (Vec == 4) {
+      *reinterpret_cast<float4*>(dst) = make_float4(v[0][k], v[1][k], v[2][k], v[3][k]);
+    } else {
+      dst[0] = v[0][k];
+    }
+  }
+}
+
+// Pᵀ p / 16 back at each window's positions, prefix rows / 4 (hla_unproject; L x C float32): a thread gathers one
+// unit's kept rows for Vec channels, applies H_16 (symmetric, so Hᵀ = H) and stores the slots inside the sample.
+// Every token belongs to one unit, so every output element is written.
+template <int Vec>
+__global__ void __launch_bounds__(kHlaThreads)
+    hla_unproject_kernel(const float* __restrict__ p, HlaShape sh, HlaRows rows, float* __restrict__ out) {
+  int64_t sb, c;
+  hla_unit(sh, Vec, sb, c);
+  if (sb < 0) return;
+  const HlaUnit u = hla_unit_at(sh, sb);
+  int64_t row0;
+  const int count = hla_unit_rows(sh, sb, row0);
+  float* first = out + u.first * sh.channels + c;
+  if (u.prefix) {
+    float e[Vec];
+    load_contiguous<float, Vec>(p + row0 * sh.channels + c, e);
+#pragma unroll
+    for (int i = 0; i < Vec; ++i) first[i] = __fmul_rn(e[i], 0.25f);  // / 4: exact
+    return;
+  }
+  float v[Vec][kHla];
+#pragma unroll
+  for (int k = 0; k < kHla; ++k) {
+    const bool kept = (rows.mask >> k & 1u) && rows.slot[k] < count;
+    float e[Vec];
+    load_contiguous<float, Vec>(p + (row0 + (kept ? rows.slot[k] : 0)) * sh.channels + c, e);
+#pragma unroll
+    for (int i = 0; i < Vec; ++i) v[i][k] = kept ? e[i] : 0.0f;
+  }
+#pragma unroll
+  for (int i = 0; i < Vec; ++i) butterfly<kHla>(v[i]);
+  const HlaSlots slots = hla_slots(sh, u, static_cast<uint32_t>(sh.channels));
+#pragma unroll
+  for (int k = 0; k < kHla; ++k) {
+    uint32_t offset;
+    if (!hla_slot(slots, k, offset)) continue;
+    if constexpr (Vec == 4) {
+      *reinterpret_cast<float4*>(first + offset) = make_float4(
+          __fmul_rn(v[0][k], 0.0625f), __fmul_rn(v[1][k], 0.0625f), __fmul_rn(v[2][k], 0.0625f),
+          __fmul_rn(v[3][k], 0.0625f));  // / 16: exact
+    } else {
+      first[offset] = __fmul_rn(v[0][k], 0.0625f);
+    }
+  }
+}
+
+// The grid of hla_unit's tiles for Vec channels a thread (sets sh.tiles_c).
+template <int Vec>
+unsigned hla_tiles(HlaShape& sh) {
+  sh.tiles_c = (sh.channels + HlaTile<Vec>::kCols - 1) / HlaTile<Vec>::kCols;
+  return static_cast<unsigned>(sh.tiles_c * ((sh.sblocks + kTileBlocks - 1) / kTileBlocks));
+}
+
 // --- g_y for both GEMMs: Q(HT(g_y)) along O and Q(P g_y) along L in two passes -----------------------
 // Both passes walk the HLA tile (a thread: 16 rows of one sample-block x 4 channels). HT along O runs on
 // each row: stages h = 1, 2 inside the thread's 4 channels, h = 4, 8 across the lanes that hold the next
@@ -1083,6 +1163,31 @@ void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, 
   with_input_type(t, type, [&](auto p) {
     launch_hla(p, sh, kept, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums, stream);
   });
+}
+
+void hla_project(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
+                 const int* rows, int rank, float* out, cudaStream_t stream) {
+  const HlaRows kept = hla_rows(rows, rank);
+  HlaShape sh = hla_shape(length, channels, windows, rank);
+  with_input_type(t, type, [&](auto p) {
+    using T = element_of<decltype(p)>;
+    if (channels % 4 == 0) {
+      hla_project_kernel<T, 4><<<hla_tiles<4>(sh), kHlaThreads, 0, stream>>>(p, sh, kept, out);
+    } else {
+      hla_project_kernel<T, 1><<<hla_tiles<1>(sh), kHlaThreads, 0, stream>>>(p, sh, kept, out);
+    }
+  });
+}
+
+void hla_unproject(const float* p, int64_t length, int64_t channels, const HlaWindows& windows, const int* rows,
+                   int rank, float* out, cudaStream_t stream) {
+  const HlaRows kept = hla_rows(rows, rank);
+  HlaShape sh = hla_shape(length, channels, windows, rank);
+  if (channels % 4 == 0) {
+    hla_unproject_kernel<4><<<hla_tiles<4>(sh), kHlaThreads, 0, stream>>>(p, sh, kept, out);
+  } else {
+    hla_unproject_kernel<1><<<hla_tiles<1>(sh), kHlaThreads, 0, stream>>>(p, sh, kept, out);
+  }
 }
 
 void dequantize_i32(const int32_t* acc, int64_t m, int64_t n, const float* row, bool row_vec, const float* col,

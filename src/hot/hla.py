@@ -277,10 +277,11 @@ def hla_project_matmul(t: torch.Tensor, windows: HLAWindows, rank: int) -> torch
     return _with_prefix_rows(coeffs.reshape(-1, channels), t, windows)
 
 
-def hla_unproject(p: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
+def hla_unproject(p: torch.Tensor, windows: HLAWindows, rank: int, butterflies: bool = False) -> torch.Tensor:
     """``Pᵀ p / block`` back at each window's positions, for rows laid out as :func:`hla_project`'s (prefix rows
     divided by :data:`PREFIX_SCALE`): ``hla_unproject(hla_project(t) @ W)`` is ``hla_lowpass(t) @ W`` with the GEMM
-    on the projected rows only."""
+    on the projected rows only. ``butterflies``: ``H`` applied as :func:`block_hadamard`'s butterflies (the order
+    the kernels add in) at every block, not as a GEMM with ``Pᵀ`` up to :data:`MATMUL_MAX_BLOCK`."""
     rows = windows.rows_per_sample(rank)
     if p.dim() != 2 or p.shape[0] % rows:
         raise ValueError(f"expected (samples x {rows}, C) projected rows, got shape {tuple(p.shape)}")
@@ -288,7 +289,8 @@ def hla_unproject(p: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tens
     per_sample = windows.windows * kept
     samples, channels = p.shape[0] // rows, p.shape[1]
     coeffs = p[: samples * per_sample].reshape(samples * windows.windows, kept, channels)
-    if block > MATMUL_MAX_BLOCK:  # H is symmetric: Pᵀ c is H times c placed at the kept rows, zeros elsewhere
+    # H is symmetric: Pᵀ c is H times c placed at the kept rows, zeros elsewhere
+    if butterflies or block > MATMUL_MAX_BLOCK:
         full = coeffs.new_zeros(samples * windows.windows, block, channels)
         full.index_copy_(1, _rows_on(block, rank, str(p.device)), coeffs)
         back = block_hadamard(full, block, dim=1)

@@ -79,6 +79,42 @@ HLA_CASES = [
 ]
 
 
+# --- LBP-WHT's float projection (the latency figure's fused LBP-WHT column) ------------------------------
+
+
+@pytest.mark.parametrize(("windows", "samples", "channels", "rank"), [*HLA_CASES, (_spatial(1, 14, 14), 2, 7, 8)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_float_projection_and_its_transpose_are_the_reference_bit_for_bit(windows, samples, channels, rank, dtype):
+    t = _randn(samples * windows.tokens, channels, seed=channels + rank, dtype=dtype)
+    real = RealBackend()
+    p = real.hla_project(t.to(CUDA), windows, rank)
+    ref = REF.hla_project(t, windows, rank)
+    assert p.dtype == torch.float32 and p.shape == ref.shape
+    assert torch.equal(p.cpu(), ref)
+    q = _randn(*ref.shape, seed=rank)
+    back = real.hla_unproject(q.to(CUDA), windows, rank, t.shape[0])
+    assert back.shape == t.shape and torch.equal(back.cpu(), REF.hla_unproject(q, windows, rank, t.shape[0]))
+
+
+def test_unprojecting_the_wrong_row_count_is_an_error() -> None:
+    with pytest.raises(ValueError, match=r"p must have 16 rows \(the projection of L = 32 at rank 8\)"):
+        RealBackend().hla_unproject(torch.zeros(7, 4, device=CUDA), _paper(16), 8, 32)
+
+
+def test_the_latency_figure_s_fused_lbp_wht_gives_lbp_wht_s_gradients() -> None:
+    from hot.bench.latency import lbp_wht_backward
+    from hot.methods import LayerState, LBPWHTMethod
+
+    windows, (length, out_f, in_f) = _paper(197), (2 * 197, 96, 64)
+    g_y, x = _randn(length, out_f, seed=1).to(CUDA), _randn(length, in_f, seed=2).to(CUDA)
+    w = _randn(out_f, in_f, seed=3).to(CUDA) * 0.02
+    g_x, g_w = lbp_wht_backward(RealBackend(), g_y, w, x, windows)()
+    method = LBPWHTMethod(HOTConfig(method="lbp_wht", hla_blocking="paper"))
+    want_x, want_w, _ = method.backward_gemms(g_y, w, (x,), windows, LayerState(index=0), None)
+    torch.testing.assert_close(g_x, want_x, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(g_w, want_w, rtol=1e-4, atol=1e-4)
+
+
 # --- quantisers against the CPU reference -------------------------------------------------------
 
 

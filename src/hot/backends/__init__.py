@@ -117,6 +117,12 @@ class Backend(Protocol):
     def hla_quantize(self, t: torch.Tensor, spec: HLASpec) -> tuple[torch.Tensor, torch.Tensor]:
         """int8 codes and float32 scale of Q(P t) along L (:func:`hot.hla.hla_project`); scale () or (1, C)."""
 
+    def hla_project(self, t: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
+        """``P t`` in float32 (:func:`hot.hla.hla_project`, its rows and its butterflies): LBP-WHT's projection."""
+
+    def hla_unproject(self, p: torch.Tensor, windows: HLAWindows, rank: int, length: int) -> torch.Tensor:
+        """``Pᵀ p / block`` in float32, (length, C) (:func:`hot.hla.hla_unproject` with ``butterflies``)."""
+
     def hla_matmul(
         self, g_codes: torch.Tensor, g_scale: torch.Tensor, x_codes: torch.Tensor, x_scale: torch.Tensor, spec: HLASpec
     ) -> torch.Tensor:

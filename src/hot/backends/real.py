@@ -45,7 +45,7 @@ from types import ModuleType
 import torch
 
 from ..config import GEMMS
-from ..hla import lp_l1_rows, projected_rows
+from ..hla import HLAWindows, lp_l1_rows, projected_rows
 from ..rounding import StepKey
 from . import HLASpec, HQSpec, QuantizedGradOutput
 from . import column_sums as _column_sums
@@ -131,8 +131,12 @@ def _hla_args(spec: HLASpec) -> tuple[list[int], list[int], int, bool, list[int]
     w = spec.windows
     stochastic = spec.rounding == "stochastic"
     key, step = _key_arg(spec.key) if stochastic and spec.key is not None else ([0], None)
-    windows = [w.tokens, w.prefix, w.height, w.width, w.window_w]
-    return windows, list(lp_l1_rows(spec.rank)), spec.bits, stochastic, key, step
+    return _windows_arg(w), list(lp_l1_rows(spec.rank)), spec.bits, stochastic, key, step
+
+
+def _windows_arg(w: HLAWindows) -> list[int]:
+    """HLA windows as the ops take them."""
+    return [w.tokens, w.prefix, w.height, w.width, w.window_w]
 
 
 def _round_up(n: int, m: int) -> int:
@@ -391,6 +395,17 @@ class RealBackend:
             x, windows, rows, bits, stochastic, per_channel, key, column_sums, step
         )
         return codes_t.t(), scale.reshape(1, -1) if per_channel else scale, sums if column_sums else None
+
+    def hla_project(self, t: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
+        self.ops.check_float_matrix(t, "t")
+        if windows.block != 16:  # other blocks are not in the kernel
+            return _REFERENCE.hla_project(t, windows, rank)
+        return self.ops.hla_project(_aligned(t), _windows_arg(windows), list(lp_l1_rows(rank)))
+
+    def hla_unproject(self, p: torch.Tensor, windows: HLAWindows, rank: int, length: int) -> torch.Tensor:
+        if windows.block != 16:
+            return _REFERENCE.hla_unproject(p, windows, rank, length)
+        return self.ops.hla_unproject(_aligned(p.float()), length, _windows_arg(windows), list(lp_l1_rows(rank)))
 
     def hla_matmul(
         self, g_codes: torch.Tensor, g_scale: torch.Tensor, x_codes: torch.Tensor, x_scale: torch.Tensor, spec: HLASpec

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..hadamard import block_hadamard
-from ..hla import hla_project
+from ..hla import HLAWindows, hla_project, hla_unproject, projected_rows
 from ..quant import absmax_scale, quantize, sawb_scale
 from . import HLASpec, HQSpec, QuantizedGradOutput, quantize_grad_output_separately
 
@@ -43,6 +43,17 @@ class ReferenceBackend:
         p = hla_project(t.float(), spec.windows, spec.rank)
         scale = absmax_scale(p, spec.bits, spec.granularity)
         return quantize(p, scale, spec.bits, spec.rounding, spec.key).to(torch.int8), scale
+
+    def hla_project(self, t: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
+        return hla_project(t.float(), windows, rank)
+
+    def hla_unproject(self, p: torch.Tensor, windows: HLAWindows, rank: int, length: int) -> torch.Tensor:
+        if p.shape[0] != projected_rows(length, windows, rank):
+            raise ValueError(
+                f"p must have {projected_rows(length, windows, rank)} rows (the projection of L = {length} at rank "
+                f"{rank}), got shape {tuple(p.shape)}"
+            )
+        return hla_unproject(p.float(), windows, rank, butterflies=True)
 
     def hla_matmul(
         self, g_codes: torch.Tensor, g_scale: torch.Tensor, x_codes: torch.Tensor, x_scale: torch.Tensor, spec: HLASpec

@@ -4,9 +4,11 @@ For each layer of the authors' latency figure (``paper_values()["latency_figure"
 per sample) at the paper's L and at L × 128, one backward's two gradient GEMMs are timed:
 
 - ``fp32``, ``tf32``, ``bf16``: cuBLAS ``g_x = g_y W`` and ``g_w = g_yᵀ x`` in that precision;
-- ``lbp_wht``: LBP-WHT (rank 8 of 16 along L on both GEMMs) in fp32, the training code's
-  (:meth:`hot.methods.LBPWHTMethod.backward_gemms`): g_y and x each projected once onto the kept Walsh-Hadamard
-  rows, a batched GEMM with the (8, 16) basis, both gradient GEMMs on the projected rows;
+- ``lbp_wht``: LBP-WHT (rank 8 of 16 along L on both GEMMs) in fp32 as a fused implementation runs it
+  (:func:`lbp_wht_backward`): g_y and x each projected by one kernel (the backend's ``hla_project``: the
+  transform in registers, only the kept rows written), one GEMM per gradient on the projected rows, and g_x's
+  rows put back by one kernel (``hla_unproject``); ``lbp_wht_torch`` the training code's PyTorch ops
+  (:meth:`hot.methods.LBPWHTMethod.backward_gemms`: gathers, a batched GEMM with the (8, 16) basis, scatters);
 - ``hot``: the real backend (hot-kernels) from fp32 g_y, x, W: Q4(HT(g_y)) per token, Q4(HT(W)) SAWB,
   the g_x GEMM and dequantisation, Q8(P g_y), Q8(P x), the g_w GEMM and dequantisation; ``hot_bf16``
   the same from bf16 tensors; ``hot.<stage>`` each stage alone.
@@ -25,7 +27,7 @@ from typing import Any
 import torch
 
 from ..config import HOTConfig
-from ..hla import hla_windows
+from ..hla import HLAWindows, hla_windows
 from ..methods import Keys, LayerState, LBPWHTMethod, layer_specs
 from .timing import time_us
 
@@ -71,6 +73,22 @@ def _hot(backend: Any, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, toke
     }
 
 
+def lbp_wht_backward(
+    backend: Any, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, windows: HLAWindows
+) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
+    """LBP-WHT's backward in five kernels: ``P g_y`` and ``P x`` (one each), ``g_w = (P g_y)ᵀ (P x) / block`` (one
+    GEMM, the division in its alpha), ``g_x = Pᵀ ((P g_y) W) / block`` (one GEMM, one back-projection)."""
+    rank, length = HOTConfig(method="lbp_wht").hla_rank, g_y.shape[0]
+    out_w = g_y.new_empty(w.shape, dtype=torch.float32)
+
+    def run() -> tuple[torch.Tensor, torch.Tensor]:
+        g_p, x_p = backend.hla_project(g_y, windows, rank), backend.hla_project(x, windows, rank)
+        g_w = torch.addmm(out_w, g_p.t(), x_p, beta=0, alpha=1 / windows.block)
+        return backend.hla_unproject(g_p @ w.float(), windows, rank, length), g_w
+
+    return run
+
+
 def measure_layer(
     row: dict[str, Any], scale: int, backend: Any, reps: int, warmup: int, stages: bool = True
 ) -> dict[str, Any]:
@@ -95,7 +113,8 @@ def measure_layer(
         record("fp32", _cublas(g_y, w, x))
         lbp = LBPWHTMethod(HOTConfig(method="lbp_wht", hla_blocking="paper"))
         state, windows = LayerState(index=0), hla_windows(tokens, "paper")
-        record("lbp_wht", lambda: lbp.backward_gemms(g_y, w, (x,), windows, state, None))
+        record("lbp_wht", lbp_wht_backward(backend, g_y, w, x, windows))
+        record("lbp_wht_torch", lambda: lbp.backward_gemms(g_y, w, (x,), windows, state, None))
         torch.backends.cuda.matmul.allow_tf32 = True
         record("tf32", _cublas(g_y, w, x))
     finally:

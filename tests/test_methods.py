@@ -112,8 +112,10 @@ def test_backend_options_are_config_fields_and_layers_of_equal_options_share_a_b
     cpu = torch.device("cpu")
     a, b = create_method(HOTConfig(backend="fake")), create_method(HOTConfig(backend="fake", abc=True))
     assert isinstance(a.backend_for(cpu), ReferenceBackend) and a.backend_for(cpu) is b.backend_for(cpu)
-    with pytest.raises(ValueError, match="gemm and fused_grad_output are options of backend 'real'"):
+    with pytest.raises(ValueError, match="gemm, fused_grad_output and side_stream are options of backend 'real'"):
         HOTConfig(backend="fake", gemm="cublas")
+    with pytest.raises(ValueError, match="side_stream=False"):
+        HOTConfig(backend="fake", side_stream=False)
     # auto takes the real backend's options: they apply where it runs real
     assert HOTConfig(gemm="cublas", fused_grad_output=True).backend == "auto"
     with pytest.raises(ValueError, match="gemm must be one of"):
@@ -178,8 +180,8 @@ def test_auto_backend_is_real_on_cuda_where_the_kernels_load_else_fake(monkeypat
     assert isinstance(method.backend_for(cuda), ReferenceBackend)
     sentinel = object()
     monkeypatch.setattr(backends, "real_available", lambda: True)
-    monkeypatch.setattr(backends, "_backend", lambda name, gemm, fused: (name, gemm, fused, sentinel))
-    assert method.backend_for(cuda) == ("real", "auto", True, sentinel)
+    monkeypatch.setattr(backends, "_backend", lambda name, gemm, fused, side=True: (name, gemm, fused, side, sentinel))
+    assert method.backend_for(cuda) == ("real", "auto", True, True, sentinel)
     assert method.backend_for(cpu)[0] == "fake"  # CPU tensors never take the kernels
     monkeypatch.undo()
     layer = HOTLinear.from_float(nn.Linear(16, 16), HOTConfig(), 0)

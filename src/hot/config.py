@@ -54,6 +54,9 @@ class HOTConfig:
         with CUDA 12+).
     fused_grad_output: the ``real`` backend quantises g_y for both paths in one fused two-pass kernel (else the
         two quantisers run one after the other; the codes are the same).
+    side_stream: in a CUDA graph (``torch.compile(mode="reduce-overhead")``, ``torch.cuda.graph``), the ``real``
+        backend queues a backward's g_w chain on a second CUDA stream beside its g_x chain (the same kernels on
+        the same inputs: the same bits); eager backwards, and all of them when off, run both on one stream.
     """
 
     method: str = "hot"
@@ -73,6 +76,7 @@ class HOTConfig:
     backend: str = "auto"
     gemm: str = "auto"
     fused_grad_output: bool = False
+    side_stream: bool = True
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):  # exact types: a string 'no' is no bool, 4.0 no bit width
@@ -104,10 +108,11 @@ class HOTConfig:
                 f"backend 'real' runs method 'hot' only; baselines are fake-quant, got method={self.method!r}"
             )
         check_one_of("gemm", self.gemm, GEMMS)
-        if self.backend == "fake" and (self.gemm != "auto" or self.fused_grad_output):
+        if self.backend == "fake" and (self.gemm != "auto" or self.fused_grad_output or not self.side_stream):
             raise ValueError(
-                "gemm and fused_grad_output are options of backend 'real' (or 'auto', where real runs), "
-                f"got backend={self.backend!r} with gemm={self.gemm!r}, fused_grad_output={self.fused_grad_output!r}"
+                "gemm, fused_grad_output and side_stream are options of backend 'real' (or 'auto', where real runs), "
+                f"got backend={self.backend!r} with gemm={self.gemm!r}, fused_grad_output={self.fused_grad_output!r}, "
+                f"side_stream={self.side_stream!r}"
             )
         if self.seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")

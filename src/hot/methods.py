@@ -252,16 +252,22 @@ class HOTMethod(Method):
         gx_dtype: torch.dtype = torch.float32,
         bias: bool = False,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-        """Both GEMMs (and the bias gradient) from one quantisation call over g_y (the real backend reads g_y once
-        per pass for both, and adds the bias gradient up in its HLA statistics pass)."""
+        """Both GEMMs (and the bias gradient) through :meth:`hot.backends.Backend.gradients`: in a CUDA graph the
+        real backend runs the g_w chain on a second stream beside the g_x chain; it adds the bias gradient up in
+        its HLA statistics pass."""
         if weight is None or not saved:
             return super().backward_gemms(g_y, weight, saved, windows, state, keys, gx_dtype, bias)
         backend = self.backend_for(g_y.device)
         state.backend = backend.name
         specs = self._specs(g_y, weight.shape[0], windows, state, keys)
-        q = backend.quantize_grad_output(g_y, specs.grad_output, specs.grad_output_hla, column_sums=bias)
-        g_x = self._hq_matmul((q.hq_codes, q.hq_scale), weight, specs.grad_output, gx_dtype)
-        return g_x, self._hla_matmul((q.hla_codes, q.hla_scale), saved, specs), q.column_sums
+        return backend.gradients(
+            g_y,
+            specs.grad_output,
+            specs.grad_output_hla,
+            bias,
+            lambda codes, scale: self._hq_matmul((codes, scale), weight, specs.grad_output, gx_dtype),
+            lambda codes, scale: self._hla_matmul((codes, scale), saved, specs),
+        )
 
 
 def record_lqs_errors(g_y: torch.Tensor, block: int, bits: int, state: LayerState) -> None:

@@ -701,6 +701,48 @@ def test_a_real_layer_keeps_its_step_on_the_gpu(kernel_backend) -> None:
     assert fake.hot_state._counter.device.type == "cpu"  # reference code reads the step on the host
 
 
+@pytest.mark.parametrize(
+    ("rows", "out_f", "in_f", "fused"), [(394, 96, 64, False), (3152, 768, 3072, False), (394, 96, 64, True)]
+)
+def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, out_f, in_f, fused) -> None:
+    from hot.backends import gradients_in_order
+    from hot.backends.real import _side_stream
+    from hot.methods import Keys, layer_specs
+
+    real = RealBackend(fused_grad_output=fused)
+    windows = _paper(197)
+    specs = layer_specs(HOTConfig(hla_blocking="paper"), out_f, windows, Keys(7, 1, 3))
+    hq, gy = specs.grad_output, specs.grad_output_hla
+    g_y = _randn(rows, out_f, seed=5, dtype=torch.bfloat16).to(CUDA)
+    x, w = _randn(rows, in_f, seed=6).to(CUDA), _randn(out_f, in_f, seed=7).to(CUDA) * 0.02
+    x_codes = real.hla_quantize(x, specs.input_hla)
+
+    def g_x_from(codes: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        return real.hq_matmul(codes, scale, *real.hq_quantize_weight(w, hq), hq)
+
+    def g_w_from(codes: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        return real.hla_matmul(codes, scale, *x_codes, gy)
+
+    want = gradients_in_order(real, g_y, hq, gy, True, g_x_from, g_w_from)
+    eager = real.gradients(g_y, hq, gy, True, g_x_from, g_w_from)
+    assert all(torch.equal(a, b) for a, b in zip(eager, want, strict=True))
+    warm = torch.cuda.Stream()
+    warm.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(warm):
+        real.gradients(g_y, hq, gy, True, g_x_from, g_w_from)
+    torch.cuda.current_stream().wait_stream(warm)
+    graph, asked = torch.cuda.CUDAGraph(), _side_stream.cache_info()
+    with torch.cuda.graph(graph):  # captured: the g_w chain on the side stream (the fused quantiser keeps one)
+        got = real.gradients(g_y, hq, gy, True, g_x_from, g_w_from)
+    now = _side_stream.cache_info()
+    assert now.hits + now.misses == asked.hits + asked.misses + (0 if fused else 1)
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        for a, b in zip(got, want, strict=True):
+            assert torch.equal(a, b)
+
+
 def test_capturing_a_reference_layer_in_a_cuda_graph_is_an_error() -> None:
     """The reference backend keeps the step on the host, which a replay would not advance: capture is refused."""
     layer = HOTLinear.from_float(torch.nn.Linear(64, 32, device=CUDA), HOTConfig(backend="fake"), 0)

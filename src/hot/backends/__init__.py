@@ -5,7 +5,7 @@ any device, defines the results. ``real`` (:mod:`hot.backends.real`) runs the co
 INT8 codes, integer or FP8 tensor-core GEMMs) and must reproduce ``fake``'s codes bit for bit. Both implement
 :class:`Backend`, whose calls take the quantisers' specs (:class:`HQSpec`, :class:`HLASpec`);
 :func:`hot.methods.layer_specs` builds them for a layer. :func:`create_backend` builds the backend a
-:class:`hot.HOTConfig` names, with its options (``gemm``, ``fused_grad_output``).
+:class:`hot.HOTConfig` names, with its options (``gemm``, ``fused_grad_output``, ``side_stream``).
 
 On a CUDA device, wherever the extension is built, ``fake``'s stochastic-rounding numbers come from the kernels'
 ``hash_uniform`` (:func:`device_uniform`), the same numbers as the CPU definition in :mod:`hot.rounding`: a GPU
@@ -19,6 +19,7 @@ compiled ops' C++ checks for ``real``).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -134,6 +135,20 @@ class Backend(Protocol):
         """Both quantisations of g_y at once (``hq_quantize_grad_output``'s then ``hla_quantize``'s results) and,
         with ``column_sums``, the layer's bias gradient: :func:`column_sums` of g_y, up to float32 rounding."""
 
+    def gradients(
+        self,
+        g_y: torch.Tensor,
+        hq: HQSpec,
+        hla: HLASpec,
+        column_sums: bool,
+        g_x_from: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        g_w_from: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """One backward's (g_x, g_w, bias gradient or None): g_y quantised as :meth:`quantize_grad_output` does,
+        ``g_x_from(hq codes, hq scale)`` and ``g_w_from(hla codes, hla scale)``. While a CUDA graph is captured,
+        the real backend queues the g_w chain on a second stream beside the g_x chain (the same kernels on the
+        same inputs: the same bits)."""
+
 
 class QuantizedGradOutput(NamedTuple):
     """What :meth:`Backend.quantize_grad_output` makes of one g_y."""
@@ -160,6 +175,20 @@ def quantize_grad_output_separately(
     )
 
 
+def gradients_in_order(
+    backend: Backend,
+    g_y: torch.Tensor,
+    hq: HQSpec,
+    hla: HLASpec,
+    column_sums: bool,
+    g_x_from: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    g_w_from: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """:meth:`Backend.gradients` on one stream: both quantisations of g_y, then the g_x chain, then the g_w chain."""
+    q = backend.quantize_grad_output(g_y, hq, hla, column_sums=column_sums)
+    return g_x_from(q.hq_codes, q.hq_scale), g_w_from(q.hla_codes, q.hla_scale), q.column_sums
+
+
 def create_backend(config: HOTConfig, device: torch.device | None = None) -> Backend:
     """The backend that runs ``config``'s calls on ``device``, with the config's backend options. ``auto``: ``real``
     where ``device`` is a CUDA device and the hot-kernels extension loads, else ``fake`` (also without a device).
@@ -170,7 +199,7 @@ def create_backend(config: HOTConfig, device: torch.device | None = None) -> Bac
         name = "real" if device is not None and device.type == "cuda" and real_available() else "fake"
     if name == "fake":
         return _backend("fake", "auto", False)
-    return _backend(name, config.gemm, config.fused_grad_output)
+    return _backend(name, config.gemm, config.fused_grad_output, config.side_stream)
 
 
 @functools.cache
@@ -197,11 +226,11 @@ def device_uniform(numel: int, key: int | StepKey, device: torch.device) -> torc
 
 
 @functools.cache
-def _backend(name: str, gemm: str, fused_grad_output: bool) -> Backend:
+def _backend(name: str, gemm: str, fused_grad_output: bool, side_stream: bool = True) -> Backend:
     if name == "fake":
         from .reference import ReferenceBackend
 
         return ReferenceBackend()
     from .real import RealBackend
 
-    return RealBackend(gemm=gemm, fused_grad_output=fused_grad_output)
+    return RealBackend(gemm=gemm, fused_grad_output=fused_grad_output, side_stream=side_stream)

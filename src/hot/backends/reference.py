@@ -6,12 +6,14 @@ integer values, as the paper's training code did.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from ..hadamard import block_hadamard
 from ..hla import HLAWindows, hla_project, hla_unproject, projected_rows
 from ..quant import absmax_scale, quantize, sawb_scale
-from . import HLASpec, HQSpec, QuantizedGradOutput, quantize_grad_output_separately
+from . import HLASpec, HQSpec, QuantizedGradOutput, gradients_in_order, quantize_grad_output_separately
 
 
 class ReferenceBackend:
@@ -64,3 +66,14 @@ class ReferenceBackend:
         self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec, column_sums: bool = False
     ) -> QuantizedGradOutput:
         return quantize_grad_output_separately(self, g_y, hq, hla, column_sums)
+
+    def gradients(
+        self,
+        g_y: torch.Tensor,
+        hq: HQSpec,
+        hla: HLASpec,
+        column_sums: bool,
+        g_x_from: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        g_w_from: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        return gradients_in_order(self, g_y, hq, hla, column_sums, g_x_from, g_w_from)

@@ -10,7 +10,8 @@ per sample) at the paper's L and at L × 128, one backward's two gradient GEMMs 
   rows put back by one kernel (``hla_unproject``); ``lbp_wht_torch`` the training code's PyTorch ops
   (:meth:`hot.methods.LBPWHTMethod.backward_gemms`: gathers, a batched GEMM with the (8, 16) basis, scatters);
 - ``hot``: the real backend (hot-kernels) from fp32 g_y, x, W: Q4(HT(g_y)) per token, Q4(HT(W)) SAWB,
-  the g_x GEMM and dequantisation, Q8(P g_y), Q8(P x), the g_w GEMM and dequantisation; ``hot_bf16``
+  the g_x GEMM and dequantisation, and beside them on a second stream (:meth:`hot.backends.Backend.gradients`,
+  as in a captured training step) Q8(P g_y), Q8(P x), the g_w GEMM and dequantisation; ``hot_bf16``
   the same from bf16 tensors; ``hot.<stage>`` each stage alone.
 
 Each variant is captured in a CUDA graph (launch gaps removed; eager timing where capture fails), warmed
@@ -60,7 +61,15 @@ def _hot(backend: Any, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, toke
     a, b, gq, xq = quant_gy(), quant_w(), hla_gy(), hla_x()
 
     def full() -> tuple:
-        return backend.hq_matmul(*quant_gy(), *quant_w(), hq), backend.hla_matmul(*hla_gy(), *hla_x(), gy)
+        # as a training backward runs them (HOTMethod.backward_gemms): the g_w chain beside the g_x chain
+        return backend.gradients(
+            g_y,
+            hq,
+            gy,
+            False,
+            lambda codes, scale: backend.hq_matmul(codes, scale, *quant_w(), hq),
+            lambda codes, scale: backend.hla_matmul(codes, scale, *hla_x(), gy),
+        )
 
     return {
         "hot": full,

@@ -22,7 +22,7 @@ STEP_BASELINE = "bf16_compile"
 STEP_SPEEDUP_TARGET = 1.15  # bf16_compile step time / HOT step time
 STEP_MEMORY_TARGET = 0.7  # HOT peak memory / bf16_compile peak memory
 REGRESSION_THRESHOLD = 0.10  # a metric worse than the last committed run's by more than this fraction is flagged
-COMPARED_SETTINGS = ("batch", "steps", "warmup_steps", "seed", "gemm", "fused_grad_output")
+COMPARED_SETTINGS = ("batch", "steps", "warmup_steps", "seed", "gemm", "fused_grad_output", "single_stream")
 
 
 # A variant whose middle 80% of step times spans more than this fraction of its median is reported unsteady: its

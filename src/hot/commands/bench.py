@@ -139,6 +139,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="HOTConfig.fused_grad_output: the real backend's fused two-pass g_y quantiser",
     )
     parser.add_argument(
+        "--single-stream",
+        action="store_true",
+        help="HOTConfig.side_stream=False: a backward's g_w chain on the same stream as its g_x chain",
+    )
+    parser.add_argument(
         "--gemm",
         default="auto",
         choices=GEMMS,
@@ -148,7 +153,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def hot_config(args: argparse.Namespace) -> HOTConfig:
     """HOT as the benchmark runs it: real backend, ABC, the backend options given."""
-    return HOTConfig(backend="real", abc=True, seed=args.seed, gemm=args.gemm, fused_grad_output=args.fused_grad_output)
+    return HOTConfig(
+        backend="real",
+        abc=True,
+        seed=args.seed,
+        gemm=args.gemm,
+        fused_grad_output=args.fused_grad_output,
+        side_stream=not args.single_stream,
+    )
 
 
 # --------------------------------------------------------------------------------------------- the run
@@ -231,7 +243,11 @@ def _steps(args: argparse.Namespace, payload: dict[str, Any], save: Callable[[],
 
 def _equivalence(args: argparse.Namespace, payload: dict[str, Any], save: Callable[[], None]) -> None:
     try:
-        options = {"gemm": args.gemm, "fused_grad_output": args.fused_grad_output}
+        options = {
+            "gemm": args.gemm,
+            "fused_grad_output": args.fused_grad_output,
+            "side_stream": not args.single_stream,
+        }
         result = equivalence("cuda", args.equiv_steps, args.equiv_batch, seed=args.seed, real_options=options)
         # Tells a code difference from an accumulation-order one: the real backend's codes against the CPU
         # reference's, which must all agree. Shapes: vit_tiny_fmnist's fc1.

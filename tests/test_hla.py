@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+import hot.hla
 from hot.hadamard import hadamard_matrix
 from hot.hla import (
     HLAWindows,
@@ -198,13 +199,18 @@ def test_unproject_is_the_transpose_scattered_back(windows, rank):
 
 @pytest.mark.parametrize("windows", BLOCKINGS_UNDER_TEST, ids=str)
 @pytest.mark.parametrize("rank", [1, 8, 16])
-def test_unproject_by_butterflies_is_the_gemm_unprojection(windows, rank):
+def test_unproject_by_butterflies_is_the_gemm_unprojection(windows, rank, monkeypatch):
     # integer-valued rows: both orders add exactly, so they agree bit for bit; on random floats they differ in rounding
     q = torch.randint(-50, 50, (2 * windows.rows_per_sample(rank), 6), generator=torch.Generator().manual_seed(rank))
     q = q.float()
     assert torch.equal(hla_unproject(q, windows, rank, butterflies=True), hla_unproject(q, windows, rank))
-    r = torch.randn(2 * windows.rows_per_sample(rank), 6, dtype=torch.float64)
-    torch.testing.assert_close(hla_unproject(r, windows, rank, butterflies=True), hla_unproject(r, windows, rank))
+    r = torch.randn(2 * windows.rows_per_sample(rank), 6, generator=torch.Generator().manual_seed(rank + 1))
+    by_butterflies, by_gemm = hla_unproject(r, windows, rank, butterflies=True), hla_unproject(r, windows, rank)
+    torch.testing.assert_close(by_butterflies, by_gemm)
+    if rank > 1 and windows.block <= hot.hla.MATMUL_MAX_BLOCK:  # rank 1: one ±1 coefficient, exact both ways
+        assert not torch.equal(by_butterflies, by_gemm)  # the flag chose the other order
+    monkeypatch.setattr(hot.hla, "MATMUL_MAX_BLOCK", 0)  # every block by butterflies
+    assert torch.equal(hla_unproject(r, windows, rank), by_butterflies)
 
 
 def test_unproject_rejects_rows_that_are_not_whole_samples():

@@ -160,7 +160,12 @@ std::vector<int> hla_kept_rows(int64_t length, const hot::HlaWindows& w, const s
   const int rank = static_cast<int>(rows.size());
   TORCH_CHECK_VALUE(rank >= 1 && rank <= 16, "HLA rank must be in 1..16, got ", num(rank));
   std::vector<int> kept(rows.begin(), rows.end());
-  for (int r : kept) TORCH_CHECK_VALUE(r >= 0 && r < 16, "HLA basis row must be in 0..15, got ", num(r));
+  unsigned seen = 0;
+  for (int r : kept) {
+    TORCH_CHECK_VALUE(r >= 0 && r < 16, "HLA basis row must be in 0..15, got ", num(r));
+    TORCH_CHECK_VALUE(!(seen >> r & 1u), "HLA basis rows must be distinct, got row ", num(r), " twice");
+    seen |= 1u << r;
+  }
   proj_rows = hot::hla_projected_rows(length, w, rank);
   return kept;
 }

@@ -1169,12 +1169,14 @@ void hla_project(const void* t, InType type, int64_t length, int64_t channels, c
                  const int* rows, int rank, float* out, cudaStream_t stream) {
   const HlaRows kept = hla_rows(rows, rank);
   HlaShape sh = hla_shape(length, channels, windows, rank);
+  const bool vec4 = channels % 4 == 0;
+  const unsigned tiles = vec4 ? hla_tiles<4>(sh) : hla_tiles<1>(sh);  // sets sh.tiles_c
   with_input_type(t, type, [&](auto p) {
     using T = element_of<decltype(p)>;
-    if (channels % 4 == 0) {
-      hla_project_kernel<T, 4><<<hla_tiles<4>(sh), kHlaThreads, 0, stream>>>(p, sh, kept, out);
+    if (vec4) {
+      hla_project_kernel<T, 4><<<tiles, kHlaThreads, 0, stream>>>(p, sh, kept, out);
     } else {
-      hla_project_kernel<T, 1><<<hla_tiles<1>(sh), kHlaThreads, 0, stream>>>(p, sh, kept, out);
+      hla_project_kernel<T, 1><<<tiles, kHlaThreads, 0, stream>>>(p, sh, kept, out);
     }
   });
 }
@@ -1183,10 +1185,12 @@ void hla_unproject(const float* p, int64_t length, int64_t channels, const HlaWi
                    int rank, float* out, cudaStream_t stream) {
   const HlaRows kept = hla_rows(rows, rank);
   HlaShape sh = hla_shape(length, channels, windows, rank);
-  if (channels % 4 == 0) {
-    hla_unproject_kernel<4><<<hla_tiles<4>(sh), kHlaThreads, 0, stream>>>(p, sh, kept, out);
+  const bool vec4 = channels % 4 == 0;
+  const unsigned tiles = vec4 ? hla_tiles<4>(sh) : hla_tiles<1>(sh);  // sets sh.tiles_c
+  if (vec4) {
+    hla_unproject_kernel<4><<<tiles, kHlaThreads, 0, stream>>>(p, sh, kept, out);
   } else {
-    hla_unproject_kernel<1><<<hla_tiles<1>(sh), kHlaThreads, 0, stream>>>(p, sh, kept, out);
+    hla_unproject_kernel<1><<<tiles, kHlaThreads, 0, stream>>>(p, sh, kept, out);
   }
 }
 

@@ -28,7 +28,7 @@ def test_the_blocks_live_at_the_peak_are_grouped_by_the_innermost_own_frame() ->
         _alloc(5, 10, TORCH),
     ]
     result = peak_allocations(trace, base_bytes=1000)
-    assert result["traced_bytes_at_peak"] == 420 and result["peak_bytes"] == 1420
+    assert result["traced_bytes_at_peak"] == 420 and result["peak_bytes"] == 1420 and result["base_freed_bytes"] == 0
     sites = {s["site"]: (s["bytes"], s["blocks"]) for s in result["sites"]}
     assert sites == {"hot/functional.py:210 _forward_outputs": (400, 2), "(no Python frame)": (20, 1)}
     assert result["others"] == {"bytes": 0, "blocks": 0, "sites": 0}
@@ -41,6 +41,10 @@ def test_freeing_a_block_from_before_the_trace_lowers_the_count() -> None:
     result = peak_allocations(trace, base_bytes=1000)
     assert result["peak_bytes"] == 1100 and result["traced_bytes_at_peak"] == 100
     assert [s["site"] for s in result["sites"]] == ["hot/functional.py:210 _forward_outputs"]
+    # a higher peak after the free: the live blocks are the net count plus what was freed of the base
+    result = peak_allocations([*trace, _alloc(3, 300, TORCH)], base_bytes=1000)
+    assert result["peak_bytes"] == 1300 and result["base_freed_bytes"] == 600
+    assert sum(s["bytes"] for s in result["sites"]) == result["traced_bytes_at_peak"] + result["base_freed_bytes"]
 
 
 def test_groups_past_top_are_summed() -> None:
@@ -55,6 +59,7 @@ def test_an_empty_trace_has_no_peak() -> None:
         "base_bytes": 5,
         "peak_bytes": 5,
         "traced_bytes_at_peak": 0,
+        "base_freed_bytes": 0,
         "sites": [],
         "others": {"bytes": 0, "blocks": 0, "sites": 0},
     }

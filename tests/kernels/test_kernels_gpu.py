@@ -420,6 +420,20 @@ def test_hla_matmul_is_exact_integer_product(kernel_backend, gemm: str, r: int, 
     assert torch.equal(out.cpu().double(), exact.double())
 
 
+def test_the_sm90_gemm_leaves_k_that_is_a_multiple_of_8_only_to_cublaslt(kernel_backend, monkeypatch) -> None:
+    backend = RealBackend(gemm="cutlass-sm90")
+    if not backend._sm90_available(torch.cuda.current_device()):
+        pytest.skip("this build or GPU has no sm_90a GEMM")
+    calls, sm90 = [], backend.ops.cutlass_gemm_s8_sm90
+    monkeypatch.setattr(backend.ops, "cutlass_gemm_s8_sm90", lambda *a: calls.append(a[0].shape) or sm90(*a))
+    one = torch.ones((), device=CUDA)
+    for r in (104, 112):  # K = 104: cuBLASLt as it is; 112: the sm_90a GEMM
+        g, x = _int_codes((r, 96), -127, 127, r), _int_codes((r, 64), -127, 127, r + 1)
+        out = backend.hla_matmul(g.to(CUDA), one, x.to(CUDA), torch.tensor(16.0, device=CUDA), HLA16)
+        assert torch.equal(out.cpu().double(), (g.long().t() @ x.long()).double())
+    assert calls == [(96, 112)]
+
+
 def test_cutlass_kernels_directly(kernel_backend) -> None:
     import hot_kernels
 
@@ -702,14 +716,20 @@ def test_a_real_layer_keeps_its_step_on_the_gpu(kernel_backend) -> None:
 
 
 @pytest.mark.parametrize(
-    ("rows", "out_f", "in_f", "fused"), [(394, 96, 64, False), (3152, 768, 3072, False), (394, 96, 64, True)]
+    ("rows", "out_f", "in_f", "fused", "side"),
+    [
+        (394, 96, 64, False, True),
+        (3152, 768, 3072, False, True),
+        (394, 96, 64, True, True),  # the fused quantiser keeps one stream
+        (394, 96, 64, False, False),
+    ],
 )
-def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, out_f, in_f, fused) -> None:
+def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, out_f, in_f, fused, side) -> None:
     from hot.backends import gradients_in_order
     from hot.backends.real import _side_stream
     from hot.methods import Keys, layer_specs
 
-    real = RealBackend(fused_grad_output=fused)
+    real = RealBackend(fused_grad_output=fused, side_stream=side)
     windows = _paper(197)
     specs = layer_specs(HOTConfig(hla_blocking="paper"), out_f, windows, Keys(7, 1, 3))
     hq, gy = specs.grad_output, specs.grad_output_hla
@@ -724,8 +744,9 @@ def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, o
         return real.hla_matmul(codes, scale, *x_codes, gy)
 
     want = gradients_in_order(real, g_y, hq, gy, True, g_x_from, g_w_from)
-    eager = real.gradients(g_y, hq, gy, True, g_x_from, g_w_from)
-    assert all(torch.equal(a, b) for a, b in zip(eager, want, strict=True))
+    asked = _side_stream.cache_info()
+    real.gradients(g_y, hq, gy, True, g_x_from, g_w_from)
+    assert _side_stream.cache_info() == asked  # eager: one stream
     warm = torch.cuda.Stream()
     warm.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(warm):
@@ -735,12 +756,35 @@ def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, o
     with torch.cuda.graph(graph):  # captured: the g_w chain on the side stream (the fused quantiser keeps one)
         got = real.gradients(g_y, hq, gy, True, g_x_from, g_w_from)
     now = _side_stream.cache_info()
-    assert now.hits + now.misses == asked.hits + asked.misses + (0 if fused else 1)
+    assert now.hits + now.misses == asked.hits + asked.misses + (1 if side and not fused else 0)
     for _ in range(3):
         graph.replay()
         torch.cuda.synchronize()
         for a, b in zip(got, want, strict=True):
             assert torch.equal(a, b)
+
+
+def test_an_error_on_the_side_stream_reaches_the_caller_with_the_capture_joined() -> None:
+    from hot.methods import Keys, layer_specs
+
+    real = RealBackend()
+    specs = layer_specs(HOTConfig(hla_blocking="paper"), 96, _paper(197), Keys(7, 1, 3))
+    g_y = _randn(394, 96, seed=5).to(CUDA)
+
+    def fails(codes: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("g_w chain failed")
+
+    real.gradients(g_y, specs.grad_output, specs.grad_output_hla, False, lambda c, s: c, lambda c, s: c)  # warm-up
+    torch.cuda.synchronize()
+    with pytest.raises(RuntimeError, match="g_w chain failed"), torch.cuda.graph(torch.cuda.CUDAGraph()):
+        real.gradients(g_y, specs.grad_output, specs.grad_output_hla, False, lambda c, s: c, fails)
+    torch.cuda.synchronize()  # the device is usable afterwards
+    assert not torch.cuda.is_current_stream_capturing()
+
+
+def test_repeated_hla_basis_rows_are_an_error() -> None:
+    with pytest.raises(ValueError, match="HLA basis rows must be distinct, got row 2 twice"):
+        RealBackend().ops.hla_project(torch.zeros(16, 4, device=CUDA), [16, 0, 1, 16, 16], [0, 2, 2])
 
 
 def test_capturing_a_reference_layer_in_a_cuda_graph_is_an_error() -> None:

@@ -225,8 +225,14 @@ def device_uniform(numel: int, key: int | StepKey, device: torch.device) -> torc
     return hash_uniform(numel, key, device) if hash_uniform_built() else None
 
 
-@functools.cache
 def _backend(name: str, gemm: str, fused_grad_output: bool, side_stream: bool = True) -> Backend:
+    """The shared backend of these options (also what a pickled real backend rebuilds through, from before
+    ``side_stream`` existed too)."""
+    return _shared_backend(name, gemm, fused_grad_output, side_stream)
+
+
+@functools.cache
+def _shared_backend(name: str, gemm: str, fused_grad_output: bool, side_stream: bool) -> Backend:
     if name == "fake":
         from .reference import ReferenceBackend
 

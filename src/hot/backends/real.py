@@ -399,11 +399,13 @@ class RealBackend:
         # for it before anything reads its results: the caching allocator's per-stream reuse then needs no
         # record_stream (which graph capture does not take), for the side section's blocks or for g_y.
         side.wait_stream(current)
-        with torch.cuda.stream(side):
-            codes, scale, sums = self._hla_quantize(g_y, hla, column_sums)
-            g_w = g_w_from(codes, scale)
-        g_x = g_x_from(*self.hq_quantize_grad_output(g_y, hq))
-        current.wait_stream(side)
+        try:
+            with torch.cuda.stream(side):
+                codes, scale, sums = self._hla_quantize(g_y, hla, column_sums)
+                g_w = g_w_from(codes, scale)
+            g_x = g_x_from(*self.hq_quantize_grad_output(g_y, hq))
+        finally:  # joined on an error too: an unjoined capture would end with a CUDA error in place of this one
+            current.wait_stream(side)
         return g_x, g_w, sums
 
     def grad_output_bytes(self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec) -> int:
@@ -458,6 +460,10 @@ class RealBackend:
         a = _aligned(g_codes.t())  # (O, R): K contiguous; a no-op for hla_quantize's codes
         b_t = _aligned(x_codes.t())  # (I, R)
         gemm = self.gemm_for(a.device)
+        if gemm == "cutlass-sm90" and r % 16 and r % 8 == 0 and o > 16 and i % 8 == 0:
+            # The sm_90a GEMM needs K % 16, cuBLASLt's K % 8: padding both operands costs two fills and two copies
+            # (7 µs at T = 197, where the GEMM takes 9); the integer products are the same.
+            gemm = "cublas"
         if gemm == "cutlass-sm90" and i % 4 == 0 and o > 0 and r > 0:
             acc = self.ops.cutlass_gemm_s8_sm90(*_pad_k(a, b_t, 16))
         elif gemm == "cublas" and o > 16 and i % 8 == 0 and r > 0:

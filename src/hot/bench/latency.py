@@ -88,11 +88,11 @@ def lbp_wht_backward(
     """LBP-WHT's backward in five kernels: ``P g_y`` and ``P x`` (one each), ``g_w = (P g_y)ᵀ (P x) / block`` (one
     GEMM, the division in its alpha), ``g_x = Pᵀ ((P g_y) W) / block`` (one GEMM, one back-projection)."""
     rank, length = HOTConfig(method="lbp_wht").hla_rank, g_y.shape[0]
-    out_w = g_y.new_empty(w.shape, dtype=torch.float32)
+    unread = g_y.new_empty((), dtype=torch.float32)  # addmm's input, ignored at beta = 0
 
     def run() -> tuple[torch.Tensor, torch.Tensor]:
         g_p, x_p = backend.hla_project(g_y, windows, rank), backend.hla_project(x, windows, rank)
-        g_w = torch.addmm(out_w, g_p.t(), x_p, beta=0, alpha=1 / windows.block)
+        g_w = torch.addmm(unread, g_p.t(), x_p, beta=0, alpha=1 / windows.block)
         return backend.hla_unproject(g_p @ w.float(), windows, rank, length), g_w
 
     return run

@@ -5,7 +5,8 @@ trace (``torch.cuda.memory._record_memory_history`` then ``torch.cuda.memory._sn
 (what ``torch.cuda.memory_allocated`` counts), and the blocks live at the highest point are grouped by the Python
 frame that allocated them, the innermost one in HOT, timm or torchao code where there is one. Blocks allocated
 before recording began are not in the trace: ``base_bytes`` (``memory_allocated()`` when it began) stands for them,
-and freeing one lowers the count (a step's old gradients, freed by ``zero_grad``).
+and freeing one lowers the count (a step's old gradients, freed by ``zero_grad``): ``base_freed_bytes`` at the peak,
+so the live blocks listed under ``sites`` add up to ``traced_bytes_at_peak + base_freed_bytes``.
 """
 
 from __future__ import annotations
@@ -34,30 +35,35 @@ def allocation_site(frames: Sequence[dict[str, Any]] | None) -> str:
     return f"{_short(chosen.get('filename', '?'))}:{chosen.get('line', '?')} {chosen.get('name', '?')}"
 
 
-def _replay(trace: Iterable[dict[str, Any]]) -> Iterable[tuple[int, dict[str, int], dict[str, Any]]]:
-    """(allocated bytes, live blocks by address, the event) after each event of the trace."""
+def _replay(trace: Iterable[dict[str, Any]]) -> Iterable[tuple[int, int, dict[str, Any]]]:
+    """(allocated bytes against the start, bytes of blocks from before the trace freed so far, live blocks by
+    address) after each event of the trace."""
     live: dict[int, dict[str, Any]] = {}
-    current = 0
+    current = freed_base = 0
     for event in trace:
         action, addr = event.get("action"), event.get("addr")
         if action == "alloc":
             live[addr] = event
             current += int(event["size"])
         elif action == "free_requested":
-            current -= int(live.pop(addr)["size"] if addr in live else event.get("size", 0))
-        yield current, live, event
+            if addr in live:
+                current -= int(live.pop(addr)["size"])
+            else:
+                freed_base += int(event.get("size", 0))
+                current -= int(event.get("size", 0))
+        yield current, freed_base, live
 
 
 def peak_allocations(trace: Sequence[dict[str, Any]], base_bytes: int = 0, top: int = 30) -> dict[str, Any]:
     """The trace's peak (``base_bytes`` plus what it allocated) and the blocks live there, grouped by
     :func:`allocation_site`, largest first (at most ``top`` groups; the rest summed as ``others``)."""
-    peak, peak_index = 0, -1
-    for index, (current, _, _) in enumerate(_replay(trace)):
+    peak, peak_index, freed_at_peak = 0, -1, 0
+    for index, (current, freed_base, _) in enumerate(_replay(trace)):
         if current > peak:
-            peak, peak_index = current, index
+            peak, peak_index, freed_at_peak = current, index, freed_base
     groups: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     if peak_index >= 0:
-        for index, (_, live, _) in enumerate(_replay(trace)):
+        for index, (_, _, live) in enumerate(_replay(trace)):
             if index == peak_index:
                 for block in live.values():
                     group = groups[allocation_site(block.get("frames"))]
@@ -71,6 +77,7 @@ def peak_allocations(trace: Sequence[dict[str, Any]], base_bytes: int = 0, top: 
         "base_bytes": base_bytes,
         "peak_bytes": base_bytes + peak,
         "traced_bytes_at_peak": peak,
+        "base_freed_bytes": freed_at_peak,
         "sites": shown,
         "others": {"bytes": sum(s for _, (s, _) in rest), "blocks": sum(c for _, (_, c) in rest), "sites": len(rest)},
     }

@@ -1,7 +1,7 @@
 """The kernels of one HOT backward at the latency figure's own shapes, and how long each runs: what
-`kernels/results/latency_kernels_h100_2026-11-27.txt` lists. Run on a GPU machine from the project root:
+``kernels/results/latency_kernels_h100_2026-11-27.txt`` lists. On a GPU machine with the kernels built:
 
-    PYTHONPATH=src:kernels python3 kernels/bench/latency_kernels.py > census.txt
+    python -m hot.bench.latency_kernels > census.txt
 
 For three rows of the figure (ResNet-50 layer1.conv1, ViT-B fc1, EfficientFormer-L7 stages.3.proj at the paper's
 L), the full backward (`hot`) and each stage of `hot.bench.latency`, called eagerly on one stream 10 times under
@@ -13,10 +13,10 @@ from __future__ import annotations
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from hot.backends import create_backend
-from hot.bench.latency import _hot
-from hot.config import HOTConfig
-from hot.paper import paper_values
+from ..backends import create_backend
+from ..config import HOTConfig
+from ..paper import paper_values
+from .latency import _hot
 
 LAYERS = ("layer1.conv1", "fc1", "stages.3.proj")
 STAGES = (

@@ -32,6 +32,9 @@ from ..rounding import StepKey
 
 _MASK32 = 0xFFFFFFFF
 
+# A gradient from one code set and its scale (g_x from HQ's, g_w from HLA's): what Backend.gradients is given.
+GradientFrom = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
 
 def _check_key(key: object) -> None:
     if isinstance(key, StepKey):
@@ -141,8 +144,8 @@ class Backend(Protocol):
         hq: HQSpec,
         hla: HLASpec,
         column_sums: bool,
-        g_x_from: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-        g_w_from: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        g_x_from: GradientFrom,
+        g_w_from: GradientFrom,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """One backward's (g_x, g_w, bias gradient or None): g_y quantised as :meth:`quantize_grad_output` does,
         ``g_x_from(hq codes, hq scale)`` and ``g_w_from(hla codes, hla scale)``. While a CUDA graph is captured,
@@ -181,8 +184,8 @@ def gradients_in_order(
     hq: HQSpec,
     hla: HLASpec,
     column_sums: bool,
-    g_x_from: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-    g_w_from: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    g_x_from: GradientFrom,
+    g_w_from: GradientFrom,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """:meth:`Backend.gradients` on one stream: both quantisations of g_y, then the g_x chain, then the g_w chain."""
     q = backend.quantize_grad_output(g_y, hq, hla, column_sums=column_sums)

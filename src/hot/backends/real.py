@@ -47,7 +47,7 @@ import torch
 from ..config import GEMMS
 from ..hla import HLAWindows, lp_l1_rows, projected_rows
 from ..rounding import StepKey
-from . import HLASpec, HQSpec, QuantizedGradOutput, gradients_in_order
+from . import GradientFrom, HLASpec, HQSpec, QuantizedGradOutput, gradients_in_order
 from . import column_sums as _column_sums
 from .reference import ReferenceBackend
 
@@ -377,8 +377,8 @@ class RealBackend:
         hq: HQSpec,
         hla: HLASpec,
         column_sums: bool,
-        g_x_from: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-        g_w_from: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        g_x_from: GradientFrom,
+        g_w_from: GradientFrom,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """While a CUDA graph is captured: the g_w chain (HLA quantiser with the bias gradient, g_w_from) on a side
         stream, the g_x chain (HQ quantiser, g_x_from) on the current one, then the current stream waits for the

@@ -6,14 +6,12 @@ integer values, as the paper's training code did.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
 from ..hadamard import block_hadamard
 from ..hla import HLAWindows, hla_project, hla_unproject, projected_rows
 from ..quant import absmax_scale, quantize, sawb_scale
-from . import HLASpec, HQSpec, QuantizedGradOutput, gradients_in_order, quantize_grad_output_separately
+from . import GradientFrom, HLASpec, HQSpec, QuantizedGradOutput, gradients_in_order, quantize_grad_output_separately
 
 
 class ReferenceBackend:
@@ -50,10 +48,10 @@ class ReferenceBackend:
         return hla_project(t.float(), windows, rank)
 
     def hla_unproject(self, p: torch.Tensor, windows: HLAWindows, rank: int, length: int) -> torch.Tensor:
-        if p.shape[0] != projected_rows(length, windows, rank):
+        rows = projected_rows(length, windows, rank)
+        if p.shape[0] != rows:
             raise ValueError(
-                f"p must have {projected_rows(length, windows, rank)} rows (the projection of L = {length} at rank "
-                f"{rank}), got shape {tuple(p.shape)}"
+                f"p must have {rows} rows (the projection of L = {length} at rank {rank}), got shape {tuple(p.shape)}"
             )
         return hla_unproject(p.float(), windows, rank, butterflies=True)
 
@@ -73,7 +71,7 @@ class ReferenceBackend:
         hq: HQSpec,
         hla: HLASpec,
         column_sums: bool,
-        g_x_from: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-        g_w_from: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        g_x_from: GradientFrom,
+        g_w_from: GradientFrom,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         return gradients_in_order(self, g_y, hq, hla, column_sums, g_x_from, g_w_from)

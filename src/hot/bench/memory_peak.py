@@ -46,11 +46,11 @@ def _replay(trace: Iterable[dict[str, Any]]) -> Iterable[tuple[int, int, dict[st
             live[addr] = event
             current += int(event["size"])
         elif action == "free_requested":
-            if addr in live:
-                current -= int(live.pop(addr)["size"])
-            else:
-                freed_base += int(event.get("size", 0))
-                current -= int(event.get("size", 0))
+            block = live.pop(addr, None)
+            size = int(block["size"] if block is not None else event.get("size", 0))
+            current -= size
+            if block is None:  # allocated before the trace
+                freed_base += size
         yield current, freed_base, live
 
 

@@ -3,12 +3,14 @@ real-quant layers equal to fake-quant ones, ragged shapes, and clear errors on b
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hot import HOTConfig, HOTLinear
+from hot import HOTConfig, HOTLinear, backends
 from hot.backends import HLASpec, HQSpec
 from hot.backends.real import RealBackend, hash_uniform, mark_4bit
 from hot.backends.reference import ReferenceBackend
@@ -559,6 +561,8 @@ def test_cuda_11_8_torch_on_hopper_runs_the_int8_gemm_exactly(kernel_backend, mo
     x = _randn(grid.tokens * samples, in_f, seed=6).to(CUDA)
     gx_fake, gw_fake, _ = _layer_grads("fake", x, w, grid, **cfg)
     monkeypatch.setattr(torch.version, "cuda", "11.8")
+    # shared backends keep their device's GEMM choice: this test's layers get fresh ones, and later tests too
+    monkeypatch.setattr(backends, "_shared_backend", functools.cache(backends._shared_backend.__wrapped__))
 
     def no_fp8(*args, **kwargs):
         raise AssertionError("torch._scaled_mm called although this torch is taken for a CUDA 11.8 build")

@@ -186,6 +186,7 @@ class RealBackend:
         self.fused_grad_output = fused_grad_output
         self.side_stream = side_stream
         self._sm90: dict[int, bool] = {}
+        self._gemms: dict[int, str] = {}
 
     def __reduce__(self) -> tuple:
         # The compiled ops are a module, which pickle cannot copy: a copy (copy.deepcopy, pickle, timm's
@@ -202,10 +203,17 @@ class RealBackend:
         return self._sm90[index]
 
     def gemm_for(self, device: torch.device) -> str:
-        """The GEMM family used on ``device``."""
-        if self.gemm == "cutlass-sm90" and not self._sm90_available(_device_index(device)):
+        """The GEMM family used on ``device`` (chosen once per device: every backward asks)."""
+        index = _device_index(device)
+        gemm = self._gemms.get(index)
+        if gemm is None:
+            gemm = self._gemms[index] = self._choose_gemm(index)
+        return gemm
+
+    def _choose_gemm(self, index: int) -> str:
+        if self.gemm == "cutlass-sm90" and not self._sm90_available(index):
             raise RuntimeError(
-                f"gemm 'cutlass-sm90' is not available on {device}: it needs a compute capability 9.0 GPU "
+                f"gemm 'cutlass-sm90' is not available on cuda:{index}: it needs a compute capability 9.0 GPU "
                 "and hot-kernels built with its sm_90a GEMM (for 9.0 with CUDA 12+; HOT_KERNELS_SM90A=1 forces it)"
             )
         if self.gemm in ("cublas", "cutlass-sm90") and not fp8_gemm_available():
@@ -215,7 +223,7 @@ class RealBackend:
             )
         if self.gemm != "auto":
             return self.gemm
-        major, minor = torch.cuda.get_device_capability(device)
+        major, minor = torch.cuda.get_device_capability(index)
         if major == 8:
             return "cutlass-int4"
         if major >= 9:
@@ -224,7 +232,7 @@ class RealBackend:
             # INT8 GEMM where the build has it: faster than cuBLASLt's at every ViT-B shape measured on an H100.
             if not fp8_gemm_available():
                 return "cutlass"
-            if (major, minor) == (9, 0) and self._sm90_available(_device_index(device)):
+            if (major, minor) == (9, 0) and self._sm90_available(index):
                 return "cutlass-sm90"
             return "cublas"
         return "reference"

@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hot_kernels.h"
@@ -153,10 +154,8 @@ hot::HlaWindows hla_windows(int64_t length, int64_t channels, const std::vector<
   return out;
 }
 
-// The kept HLA basis rows, checked; the projection's row count returned through proj_rows: per sample, each
-// window's rank rows and one row per prefix token.
-std::vector<int> hla_kept_rows(int64_t length, const hot::HlaWindows& w, const std::vector<int64_t>& rows,
-                               int64_t& proj_rows) {
+// The kept HLA basis rows, checked: 1..16 distinct rows of 0..15.
+std::vector<int> hla_kept_rows(const std::vector<int64_t>& rows) {
   const int rank = static_cast<int>(rows.size());
   TORCH_CHECK_VALUE(rank >= 1 && rank <= 16, "HLA rank must be in 1..16, got ", num(rank));
   std::vector<int> kept(rows.begin(), rows.end());
@@ -166,8 +165,36 @@ std::vector<int> hla_kept_rows(int64_t length, const hot::HlaWindows& w, const s
     TORCH_CHECK_VALUE(!(seen >> r & 1u), "HLA basis rows must be distinct, got row ", num(r), " twice");
     seen |= 1u << r;
   }
-  proj_rows = hot::hla_projected_rows(length, w, rank);
   return kept;
+}
+
+// An HLA call's windows and kept rows over L x C channels, checked, and the projection's row count: per sample,
+// each window's rank rows and one row per prefix token.
+struct HlaArgs {
+  hot::HlaWindows windows;
+  std::vector<int> kept;
+  int64_t proj_rows;
+  int rank() const { return static_cast<int>(kept.size()); }
+};
+
+HlaArgs hla_args(int64_t length, int64_t channels, const std::vector<int64_t>& windows,
+                 const std::vector<int64_t>& rows) {
+  const hot::HlaWindows w = hla_windows(length, channels, windows);
+  std::vector<int> kept = hla_kept_rows(rows);
+  const int64_t proj_rows = hot::hla_projected_rows(length, w, static_cast<int>(kept.size()));
+  return {w, std::move(kept), proj_rows};
+}
+
+// The tensor t (L, C) that hla_quantize and hla_project read, checked (a contiguous, 16-byte aligned, non-empty 2-D
+// float CUDA tensor): its element type and the HLA arguments over it.
+std::pair<hot::InType, HlaArgs> hla_input(const at::Tensor& t, const std::vector<int64_t>& windows,
+                                          const std::vector<int64_t>& rows) {
+  check_cuda(t, "t");
+  check_aligned(t, "t");
+  TORCH_CHECK_VALUE(t.dim() == 2, "t must be 2-D (L, C), got ", num(t.dim()), "-D");
+  TORCH_CHECK_VALUE(t.numel() > 0, "t is empty");
+  const auto type = float_type(t, "t");
+  return {type, hla_args(t.size(0), t.size(1), windows, rows)};
 }
 
 // (codes_t (C, R) int8 = the projection's codes transposed, scale (C) or (), column sums: float32 (C), t summed
@@ -177,29 +204,21 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int6
                                      int64_t bits, bool stochastic, bool per_channel,
                                      const std::vector<int64_t>& key, bool column_sums,
                                      const std::optional<at::Tensor>& step) {
-  check_cuda(t, "t");
-  check_aligned(t, "t");
-  TORCH_CHECK_VALUE(t.dim() == 2, "t must be 2-D (L, C), got ", num(t.dim()), "-D");
-  TORCH_CHECK_VALUE(t.numel() > 0, "t is empty");
-  const auto type = float_type(t, "t");
-  int64_t proj_rows = 0;
-  const hot::HlaWindows w = hla_windows(t.size(0), t.size(1), windows);
-  const std::vector<int> kept = hla_kept_rows(t.size(0), w, rows, proj_rows);
-  const int rank = static_cast<int>(kept.size());
+  const auto [type, hla] = hla_input(t, windows, rows);
   const int qmax = qmax_of(bits);
   const hot::HashKey hash = hash_key_arg(key, step, t.device(), "key");
   const c10::cuda::CUDAGuard guard(t.device());
   auto opts = t.options();
-  auto codes_t = at::empty({t.size(1), proj_rows}, opts.dtype(at::kChar));
+  auto codes_t = at::empty({t.size(1), hla.proj_rows}, opts.dtype(at::kChar));
   auto scale = per_channel ? at::empty({t.size(1)}, opts.dtype(at::kFloat)) : at::empty({}, opts.dtype(at::kFloat));
   auto amax = at::zeros({per_channel ? t.size(1) : 1}, opts.dtype(at::kInt));
   auto sums = at::empty({column_sums ? t.size(1) : 0}, opts.dtype(at::kFloat));
-  auto partials = at::empty({column_sums ? hot::hla_column_partial_rows(t.size(0), w) : 0, t.size(1)},
+  auto partials = at::empty({column_sums ? hot::hla_column_partial_rows(t.size(0), hla.windows) : 0, t.size(1)},
                             opts.dtype(at::kFloat));
   const hot::ColumnSums sums_out{column_sums ? partials.data_ptr<float>() : nullptr,
                                  column_sums ? sums.data_ptr<float>() : nullptr};
-  hot::hla_quantize(t.data_ptr(), type, t.size(0), t.size(1), w, kept.data(), rank, qmax, per_channel,
-                    stochastic, hash, codes_t.data_ptr<int8_t>(), scale.data_ptr<float>(),
+  hot::hla_quantize(t.data_ptr(), type, t.size(0), t.size(1), hla.windows, hla.kept.data(), hla.rank(), qmax,
+                    per_channel, stochastic, hash, codes_t.data_ptr<int8_t>(), scale.data_ptr<float>(),
                     reinterpret_cast<uint32_t*>(amax.data_ptr<int32_t>()), sums_out,
                     c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -208,17 +227,10 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int6
 
 // LBP-WHT's float projection: P t (R, C) float32, rows as hla_quantize's.
 at::Tensor hla_project(const at::Tensor& t, const std::vector<int64_t>& windows, const std::vector<int64_t>& rows) {
-  check_cuda(t, "t");
-  check_aligned(t, "t");
-  TORCH_CHECK_VALUE(t.dim() == 2, "t must be 2-D (L, C), got ", num(t.dim()), "-D");
-  TORCH_CHECK_VALUE(t.numel() > 0, "t is empty");
-  const auto type = float_type(t, "t");
-  int64_t proj_rows = 0;
-  const hot::HlaWindows w = hla_windows(t.size(0), t.size(1), windows);
-  const std::vector<int> kept = hla_kept_rows(t.size(0), w, rows, proj_rows);
+  const auto [type, hla] = hla_input(t, windows, rows);
   const c10::cuda::CUDAGuard guard(t.device());
-  auto out = at::empty({proj_rows, t.size(1)}, t.options().dtype(at::kFloat));
-  hot::hla_project(t.data_ptr(), type, t.size(0), t.size(1), w, kept.data(), static_cast<int>(kept.size()),
+  auto out = at::empty({hla.proj_rows, t.size(1)}, t.options().dtype(at::kFloat));
+  hot::hla_project(t.data_ptr(), type, t.size(0), t.size(1), hla.windows, hla.kept.data(), hla.rank(),
                    out.data_ptr<float>(), c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
@@ -233,14 +245,12 @@ at::Tensor hla_unproject(const at::Tensor& p, int64_t length, const std::vector<
   TORCH_CHECK_VALUE(p.dim() == 2, "p must be 2-D (R, C), got ", num(p.dim()), "-D");
   TORCH_CHECK_VALUE(length > 0 && p.size(1) > 0, "hla_unproject: length and p's channels must be positive, got ",
                     num(length), " and ", shape_of(p));
-  int64_t proj_rows = 0;
-  const hot::HlaWindows w = hla_windows(length, p.size(1), windows);
-  const std::vector<int> kept = hla_kept_rows(length, w, rows, proj_rows);
-  TORCH_CHECK_VALUE(p.size(0) == proj_rows, "p must have ", num(proj_rows), " rows (the projection of L = ",
-                    num(length), " at rank ", num(kept.size()), "), got ", shape_of(p));
+  const HlaArgs hla = hla_args(length, p.size(1), windows, rows);
+  TORCH_CHECK_VALUE(p.size(0) == hla.proj_rows, "p must have ", num(hla.proj_rows), " rows (the projection of L = ",
+                    num(length), " at rank ", num(hla.rank()), "), got ", shape_of(p));
   const c10::cuda::CUDAGuard guard(p.device());
   auto out = at::empty({length, p.size(1)}, p.options());
-  hot::hla_unproject(p.data_ptr<float>(), length, p.size(1), w, kept.data(), static_cast<int>(kept.size()),
+  hot::hla_unproject(p.data_ptr<float>(), length, p.size(1), hla.windows, hla.kept.data(), hla.rank(),
                      out.data_ptr<float>(), c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
@@ -262,16 +272,13 @@ std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, const std::v
   const int64_t length = g_y.size(0), channels = g_y.size(1);
   check_block(block, channels, "O");
   TORCH_CHECK_VALUE(channels % 4 == 0, "the fused g_y quantiser needs O a multiple of 4, got ", num(channels));
-  int64_t proj_rows = 0;
-  const hot::HlaWindows w = hla_windows(length, channels, windows);
-  const std::vector<int> kept = hla_kept_rows(length, w, rows, proj_rows);
-  const int rank = static_cast<int>(kept.size());
+  const HlaArgs hla = hla_args(length, channels, windows, rows);
   const c10::cuda::CUDAGuard guard(g_y.device());
   auto opts = g_y.options();
   auto f32 = opts.dtype(at::kFloat);
   auto hq_codes = at::empty({length, channels}, opts.dtype(fp8 ? at::kFloat8_e4m3fn : at::kChar));
   auto hq_scale = per_token ? at::empty({length, 1}, f32) : at::empty({}, f32);
-  auto hla_codes_t = at::empty({channels, proj_rows}, opts.dtype(at::kChar));
+  auto hla_codes_t = at::empty({channels, hla.proj_rows}, opts.dtype(at::kChar));
   auto hla_scale = per_channel ? at::empty({channels}, f32) : at::empty({}, f32);
   // One zeroed scratch for both amax arrays: a single memset.
   const int64_t hq_n = per_token ? length : 1, hla_n = per_channel ? channels : 1;
@@ -280,7 +287,7 @@ std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, const std::v
   hot::GradOutputQuant q{};
   q.length = length;
   q.channels = channels;
-  q.windows = w;
+  q.windows = hla.windows;
   q.block = static_cast<int>(block);
   q.hq_qmax = operand_qmax(hq_bits, fp8);
   q.hq_per_token = per_token;
@@ -289,8 +296,8 @@ std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, const std::v
   q.hq_codes = static_cast<int8_t*>(hq_codes.data_ptr());
   q.hq_scale = hq_scale.data_ptr<float>();
   q.hq_amax = amax_bits;
-  q.rows = kept.data();
-  q.rank = rank;
+  q.rows = hla.kept.data();
+  q.rank = hla.rank();
   q.hla_qmax = qmax_of(hla_bits);
   q.hla_per_channel = per_channel;
   q.hla_stochastic = stochastic;
@@ -299,7 +306,7 @@ std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, const std::v
   q.hla_scale = hla_scale.data_ptr<float>();
   q.hla_amax = amax_bits + hq_n;
   auto sums = at::empty({column_sums ? channels : 0}, f32);
-  auto partials = at::empty({column_sums ? hot::hla_column_partial_rows(length, w) : 0, channels}, f32);
+  auto partials = at::empty({column_sums ? hot::hla_column_partial_rows(length, hla.windows) : 0, channels}, f32);
   q.sums = {column_sums ? partials.data_ptr<float>() : nullptr, column_sums ? sums.data_ptr<float>() : nullptr};
   hot::quantize_grad_output(g_y.data_ptr(), type, q, c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();

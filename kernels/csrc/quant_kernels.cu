@@ -348,23 +348,33 @@ __global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t i
   }
 }
 
-// Pass 2 (one block of kSawbBlocks threads): hot.quant.sawb_scale in float32 from the sums. The threads stage the
-// partials in shared memory, three loads each issued at once (a block of 32 took 24 dependent rounds of L2 latency:
-// 14 µs on an H100, ncu), for the single thread that adds them in index order: one thread loading them from global
-// memory one by one would wait out the load latency hundreds of times.
-__global__ void sawb_finish(const double* partials, int count, double numel, bool sawb4, int qmax, float* scale) {
-  __shared__ double staged[3 * kSawbBlocks];
-  for (int i = threadIdx.x; i < 3 * count; i += blockDim.x) staged[i] = partials[i];
-  __syncthreads();
-  if (threadIdx.x == 0) *scale = sawb_scale_from_partials(staged, count, numel, sawb4, qmax);
-}
-
-// Pass 3: transform again, round to nearest, write W's codes transposed (N contiguous bytes per thread).
+// Pass 2: transform again, round to nearest, write W's codes transposed (N contiguous bytes per thread). Every CTA
+// makes hot.quant.sawb_scale from pass 1's partials itself, so no one-thread kernel sits between the passes on every
+// layer's critical path; CTA 0 writes it for the caller. The block stages the partials in shared memory, three
+// coalesced loads a thread issued at once (one thread loading them from global memory one by one would wait out
+// the L2 latency hundreds of times), and three threads fold the three components at once, each in index order with
+// the functions the CPU test checks against the reference (quant_scalar.cuh): every CTA gets the same bits.
 template <typename T, int N>
-__global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t in_cols, int qmax,
-                                const float* __restrict__ scale, bool fp8, int8_t* __restrict__ codes_t) {
-  const Scale sc = scale_of(*scale);
+__global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t in_cols,
+                                const double* __restrict__ partials, bool sawb4, int qmax, bool fp8,
+                                int8_t* __restrict__ codes_t, float* __restrict__ scale) {
+  static_assert(3 * kSawbBlocks % kThreads == 0, "the partials are staged in whole rounds of the block");
+  __shared__ double staged[3 * kSawbBlocks];
+  __shared__ double sums[2];
+  __shared__ float amax;
+#pragma unroll
+  for (int k = 0; k < 3 * kSawbBlocks / kThreads; ++k) {
+    staged[k * kThreads + threadIdx.x] = partials[k * kThreads + threadIdx.x];
+  }
+  __syncthreads();
+  // The two sums on lanes 0 and 1 of warp 0 (one instruction stream), the max on warp 1 beside them.
+  if (threadIdx.x < 2) sums[threadIdx.x] = sawb_partial_sum(staged, kSawbBlocks, threadIdx.x);
+  if (threadIdx.x == 32) amax = sawb_partial_max(staged, kSawbBlocks);
+  __syncthreads();
   const int64_t work = groups * in_cols, out_rows = groups * N;
+  const float s = sawb_scale_from_sums(sums[0], sums[1], amax, static_cast<double>(work * N), sawb4, qmax);
+  if (blockIdx.x == 0 && threadIdx.x == 0) *scale = s;
+  const Scale sc = scale_of(s);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < work;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t g = i / in_cols, col = i % in_cols;
@@ -384,10 +394,8 @@ void launch_weight(const T* w, int64_t out_rows, int64_t in_cols, int qmax, bool
                    float* scale, double* partials, cudaStream_t stream) {
   const int64_t groups = out_rows / N;
   sawb_partials<T, N><<<kSawbBlocks, kThreads, 0, stream>>>(w, groups, in_cols, partials);
-  sawb_finish<<<1, kSawbBlocks, 0, stream>>>(partials, kSawbBlocks, static_cast<double>(out_rows * in_cols), sawb4,
-                                             qmax, scale);
-  weight_quantize<T, N><<<grid_for(groups * in_cols), kThreads, 0, stream>>>(w, groups, in_cols, qmax, scale,
-                                                                             fp8, codes_t);
+  weight_quantize<T, N><<<grid_for(groups * in_cols), kThreads, 0, stream>>>(w, groups, in_cols, partials, sawb4,
+                                                                             qmax, fp8, codes_t, scale);
 }
 
 // --- g_w path: HLA projection + quantise along tokens ---------------------------------------------

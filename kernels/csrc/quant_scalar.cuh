@@ -139,17 +139,27 @@ HOT_HD float absmax_to_scale(float amax, int qmax) {
   return amax == 0.0f ? 1.0f : div_rn(amax, static_cast<float>(qmax));
 }
 
-// hot.quant.sawb_scale from per-block partial sums: (sum b², sum |b|, max |b|) triples, added in index order
-// in double (a fixed order: the same bits on every run). 4-bit SAWB clip 12.1·sqrt(mean b²) − 12.2·mean |b|
-// (max |b| if that is ≤ 0), with torch's float32 mean (float32 sum / N); the 8-bit clip is max |b|.
-HOT_HD float sawb_scale_from_partials(const double* partials, int count, double numel, bool sawb4, int qmax) {
-  double s2 = 0.0, s1 = 0.0;
+// hot.quant.sawb_scale from per-block partial sums, (sum b², sum |b|, max |b|) triples: each component folded over
+// the blocks in index order, the sums in double (a fixed order: the same bits on every run), then combined by
+// sawb_scale_from_sums. The three folds are independent, so a kernel may run them on three threads at once.
+
+// Component 0 (sum b²) or 1 (sum |b|) of the triples, added in index order.
+HOT_HD double sawb_partial_sum(const double* partials, int count, int component) {
+  double s = 0.0;
+  for (int i = 0; i < count; ++i) s += partials[3 * i + component];
+  return s;
+}
+
+// Component 2 (max |b|) of the triples, in index order.
+HOT_HD float sawb_partial_max(const double* partials, int count) {
   float amax = 0.0f;
-  for (int i = 0; i < count; ++i) {
-    s2 += partials[3 * i];
-    s1 += partials[3 * i + 1];
-    amax = fmaxf(amax, static_cast<float>(partials[3 * i + 2]));
-  }
+  for (int i = 0; i < count; ++i) amax = fmaxf(amax, static_cast<float>(partials[3 * i + 2]));
+  return amax;
+}
+
+// 4-bit SAWB clip 12.1·sqrt(mean b²) − 12.2·mean |b| (max |b| if that is ≤ 0), with torch's float32 mean (float32
+// sum / N); the 8-bit clip is max |b|.
+HOT_HD float sawb_scale_from_sums(double s2, double s1, float amax, double numel, bool sawb4, int qmax) {
   float clip = amax;
   if (sawb4) {
     const float n = static_cast<float>(numel);

@@ -14,7 +14,8 @@
 //   amax       n u64, n magnitudes f32                  -> 1 f32   amax_of folded over them, from 0
 //   e4m3       n u64 (even), n codes f32                -> n u8    e4m3_of_code, then n u8 from e4m3x2_of_codes
 //   sawb       qmax i32, sawb4 i32, numel f64, n u64, n (sum b², sum |b|, max |b|) f64 triples
-//                                                       -> 1 f32   sawb_scale_from_partials
+//                                                       -> 1 f32   sawb_scale_from_sums of sawb_partial_sum
+//                                                          (components 0, 1) and sawb_partial_max
 //   windows    tokens, prefix, height, width, window_w, samples, rank i64
 //                                                       -> units, proj_rows i64, then per unit: first projected
 //                                                          row, row count, 16 slot rows (-1: padding) i64
@@ -160,8 +161,11 @@ int main(int argc, char** argv) {
     const auto numel = read_one<double>();
     const auto count = read_one<uint64_t>();
     const auto partials = read_many<double>(3 * count);
-    const std::vector<float> scale{
-        hot::sawb_scale_from_partials(partials.data(), static_cast<int>(count), numel, sawb4, qmax)};
+    // the three folds and their combination, as each CTA of the weight quantiser runs them
+    const double* p = partials.data();
+    const int n = static_cast<int>(count);
+    const double s2 = hot::sawb_partial_sum(p, n, 0), s1 = hot::sawb_partial_sum(p, n, 1);
+    const std::vector<float> scale{hot::sawb_scale_from_sums(s2, s1, hot::sawb_partial_max(p, n), numel, sawb4, qmax)};
     write_many(scale);
   } else if (!std::strcmp(op, "windows")) {
     const auto in = read_many<int64_t>(7);

@@ -197,9 +197,10 @@ def _sawb_partials(t: torch.Tensor, blocks: int) -> np.ndarray:
     ["integers", "constant_magnitude", "zeros", "one_nonzero"],
 )
 def test_sawb_scale_from_partials_matches_sawb_scale(host, bits: int, case: str) -> None:
-    """The weight quantiser's scale from its partial sums equals hot.quant.sawb_scale bit for bit. Values are
-    small multiples of 2^-7 (as transformed integer weights are), so float32 sums are exact too and the float64
-    sums leave nothing to round differently; constant magnitudes make 4-bit SAWB's clip negative (amax taken)."""
+    """The weight quantiser's scale from its partial sums (the three folds and their combination, as each of its
+    CTAs makes it) equals hot.quant.sawb_scale bit for bit. Values are small multiples of 2^-7 (as transformed
+    integer weights are), so float32 sums are exact too and the float64 sums leave nothing to round differently;
+    constant magnitudes make 4-bit SAWB's clip negative (amax taken)."""
     g = torch.Generator().manual_seed(bits)
     t = torch.randint(-32, 33, (96, 64), generator=g).float() * 2**-7
     if case == "constant_magnitude":

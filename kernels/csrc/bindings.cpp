@@ -534,6 +534,107 @@ at::Tensor hash_uniform(int64_t numel, const std::vector<int64_t>& key, int64_t 
   return out;
 }
 
+// --- Composed ops: a layer's GEMMs with their dequantisation, and its whole backward, in one call ------------------
+// What hot.backends.real runs where a layer's backward goes op by op from Python, here once from C++: an eager HOT
+// step is bound by its host time (about 25 torch and kernel calls a layer backward), and Python's share of that is
+// the part these remove. The routes are hot.backends.real's names for the GEMMs it picked.
+
+// Contiguous with a 16-byte aligned start (the kernels' vector loads, TMA).
+at::Tensor aligned(const at::Tensor& t) {
+  auto c = t.contiguous();
+  return reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 == 0 ? c : c.clone();
+}
+
+at::Tensor int8_of(const at::Tensor& codes) { return codes.scalar_type() == at::kChar ? codes : codes.to(at::kChar); }
+
+// Zero codes appended along K add nothing to an integer product.
+at::Tensor pad_k(const at::Tensor& t, int64_t multiple) {
+  const int64_t pad = (multiple - t.size(1) % multiple) % multiple;
+  return pad == 0 ? t : at::constant_pad_nd(t, {0, pad});
+}
+
+int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// The FP8 GEMM's operand, K zero-padded to k_pad: as it is where the quantiser wrote it so.
+at::Tensor e4m3_operand(const at::Tensor& codes, int64_t k_pad) {
+  if (codes.scalar_type() == at::kFloat8_e4m3fn && codes.size(1) == k_pad) return codes;
+  return codes_to_e4m3(int8_of(codes), k_pad);
+}
+
+// g_x = (a · b_tᵀ) · row · (col / block) on FP8 tensor cores, rounded once to out_dtype: a (M, K) and b_t (N, K)
+// 4-bit codes (e4m3, or int8 in -8..7), row M or 1 scales, col one. The scales fold the dequantisation into the
+// GEMM's epilogue: the reference's (acc · row) · (col / block) up to fp32 rounding of the scale products (measured
+// at most 1.9e-7 relative). Two per-tensor scales are the tensor-wise recipe, taken as they are; otherwise both are
+// row-wise vectors (W's one scale repeated). block is a power of two: · (1 / block) is / block exactly.
+at::Tensor fp8_matmul(const at::Tensor& a, const at::Tensor& row, const at::Tensor& b_t, const at::Tensor& col,
+                      int64_t block, at::ScalarType out_dtype) {
+  const int64_t m = a.size(0), n = b_t.size(0), k_pad = round_up(a.size(1), 16);
+  at::Tensor scale_a, scale_b;
+  if (row.numel() == 1 && col.numel() == 1) {
+    scale_a = row.reshape({});
+    scale_b = (col * (1.0 / static_cast<double>(block))).reshape({});
+  } else {
+    scale_a = (row.numel() == m ? row : row.expand({m}).contiguous()).reshape({m, 1});
+    scale_b = (col.expand({n}) * (1.0 / static_cast<double>(block))).reshape({1, n});
+  }
+  return at::_scaled_mm(e4m3_operand(a, k_pad), e4m3_operand(b_t, k_pad).t(), scale_a, scale_b, std::nullopt,
+                        std::nullopt, out_dtype, /*use_fast_accum=*/false);
+}
+
+// float32 (M, N) = (a · b_tᵀ) dequantised as `dequantize` does: a (M, K), b_t (N, K) int8 codes (e4m3 ones are
+// read as their int8 values) by the route's exact integer GEMM: "int4" CUTLASS sm80 on packed codes in -8..7,
+// "int8" CUTLASS sm80, "int8_sm90" CUTLASS sm_90a, "int8_lt" cuBLASLt (torch._int_mm).
+at::Tensor int_matmul(const at::Tensor& a, const at::Tensor& b_t, const at::Tensor& row, const at::Tensor& col,
+                      double divisor, const std::string& route) {
+  at::Tensor acc;
+  if (route == "int4") {
+    const int64_t k_pad = round_up(a.size(1), 32);  // the INT4 GEMM's alignment: 32 elements, 16 bytes
+    acc = cutlass_gemm_s4(pack_int4(int8_of(a), k_pad), pack_int4(int8_of(b_t), k_pad));
+  } else if (route == "int8") {
+    acc = cutlass_gemm_s8(pad_k(int8_of(a), 16), pad_k(int8_of(b_t), 16));
+  } else if (route == "int8_sm90") {
+    acc = cutlass_gemm_s8_sm90(pad_k(int8_of(a), 16), pad_k(int8_of(b_t), 16), 0, 0, 1);
+  } else if (route == "int8_lt") {
+    acc = at::_int_mm(pad_k(int8_of(a), 8), pad_k(int8_of(b_t), 8).t());
+  } else {
+    TORCH_CHECK_VALUE(false, "unknown integer GEMM route '", route, "' (int4, int8, int8_sm90 or int8_lt)");
+  }
+  return dequantize(acc, row.reshape(-1).contiguous(), col.reshape(-1).contiguous(), divisor);
+}
+
+// One HOT layer's backward on the current stream, as hot.backends.real runs it op by op on one stream (the same
+// kernels on the same inputs: the same bits): Q(HT(g_y)) and Q(P g_y) (with the bias gradient from the HLA
+// statistics pass where column_sums), then Q(HT(W)) and g_x by gx_route ("fp8" or an int_matmul route) in
+// gx_dtype, then g_w = (P g_y codes)ᵀ (P x codes) by gw_route in float32. x_codes_t (I, R) and x_scale
+// are what the forward kept of x (ABC) or its codes made in the backward. Returns [g_x, g_w, column sums or
+// an empty tensor].
+std::vector<at::Tensor> layer_gradients(
+    const at::Tensor& g_y, const at::Tensor& weight, const at::Tensor& x_codes_t, const at::Tensor& x_scale,
+    int64_t block, int64_t gx_bits, bool per_token, const std::vector<int64_t>& hq_key, bool gy_fp8, bool w_fp8,
+    const std::string& gx_route, at::ScalarType gx_dtype, const std::vector<int64_t>& windows,
+    const std::vector<int64_t>& rows, int64_t gw_bits, bool stochastic, bool per_channel,
+    const std::vector<int64_t>& hla_key, bool column_sums, const std::string& gw_route,
+    const std::optional<at::Tensor>& step) {
+  check_float_matrix(g_y, "g_y");
+  check_float_matrix(weight, "weight");
+  const c10::cuda::CUDAGuard guard(g_y.device());
+  const at::Tensor g = aligned(g_y);
+  const auto hq = hq_quantize_grad_output(g, block, gx_bits, per_token, hq_key, gy_fp8, step);
+  const auto hla = hla_quantize(g, windows, rows, gw_bits, stochastic, per_channel, hla_key, column_sums, step);
+  const auto w = hq_quantize_weight(aligned(weight), block, gx_bits, w_fp8);
+  check_hq_matmul(hq[0], hq[1], w[0].t(), w[1], block);
+  at::Tensor g_x;
+  if (gx_route == "fp8") {
+    g_x = fp8_matmul(hq[0], hq[1].reshape(-1), w[0], w[1].reshape(-1), block, gx_dtype);
+  } else {
+    g_x = int_matmul(hq[0], w[0], hq[1], w[1], static_cast<double>(block), gx_route).to(gx_dtype);
+  }
+  const at::Tensor x_t = aligned(x_codes_t);
+  check_hla_matmul(hla[0].t(), hla[1], x_t.t(), x_scale);
+  const at::Tensor g_w = int_matmul(hla[0], x_t, hla[1], x_scale, hot::kHlaSlots, gw_route);
+  return {g_x, g_w, hla[2]};
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -565,4 +666,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("check_float_matrix", &check_float_matrix);
   m.def("check_hq_matmul", &check_hq_matmul);
   m.def("check_hla_matmul", &check_hla_matmul);
+  m.def("fp8_matmul", &fp8_matmul);
+  m.def("int_matmul", &int_matmul);
+  m.def("layer_gradients", &layer_gradients);
 }

@@ -10,8 +10,6 @@
 
 namespace hot {
 
-constexpr int kHlaSlots = 16;
-
 // A sample's T rows: `prefix` rows, then a height x width raster grid cut into windows of win_h x win_w slots
 // (win_w = 1 << win_shift), zero-padded. The units are first every sample's windows (sample-major; unit u writes
 // projected rows u*rank ..), then every sample's prefix rows (one row each, after all window rows): the row

@@ -32,6 +32,9 @@ int sawb_partials_size();
 void hq_quantize_weight(const void* w, InType type, int64_t out_rows, int64_t in_cols, int block, int qmax,
                         bool sawb4, bool fp8, int8_t* codes_t, float* scale, double* partials, cudaStream_t stream);
 
+// HLA's block: the kernels project 16 slots (tokens) at a time.
+constexpr int kHlaSlots = 16;
+
 // Where HLA's 16-slot blocks read a sample of `tokens` rows (hot.hla.HLAWindows): `prefix` rows, each its own
 // projected row times 4, then a height x width raster grid cut into (16 / window_w) x window_w windows
 // (window_w 4 or 16), zero-padded. prefix + height * width == tokens.

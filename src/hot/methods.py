@@ -252,22 +252,19 @@ class HOTMethod(Method):
         gx_dtype: torch.dtype = torch.float32,
         bias: bool = False,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-        """Both GEMMs (and the bias gradient) through :meth:`hot.backends.Backend.gradients`: in a CUDA graph the
-        real backend runs the g_w chain on a second stream beside the g_x chain; it adds the bias gradient up in
-        its HLA statistics pass."""
+        """Both GEMMs (and the bias gradient) through :meth:`hot.backends.Backend.layer_gradients`: eagerly the real
+        backend runs them in one call of its compiled ops, in a CUDA graph with the g_w chain on a second stream
+        beside the g_x chain; it adds the bias gradient up in its HLA statistics pass."""
         if weight is None or not saved:
             return super().backward_gemms(g_y, weight, saved, windows, state, keys, gx_dtype, bias)
         backend = self.backend_for(g_y.device)
         state.backend = backend.name
         specs = self._specs(g_y, weight.shape[0], windows, state, keys)
-        return backend.gradients(
-            g_y,
-            specs.grad_output,
-            specs.grad_output_hla,
-            bias,
-            lambda codes, scale: self._hq_matmul((codes, scale), weight, specs.grad_output, gx_dtype),
-            lambda codes, scale: self._hla_matmul((codes, scale), saved, specs),
-        )
+
+        def x_codes() -> tuple[torch.Tensor, torch.Tensor]:
+            return saved if self.config.abc else backend.hla_quantize(saved[0], specs.input_hla)
+
+        return backend.layer_gradients(g_y, weight, x_codes, specs.grad_output, specs.grad_output_hla, gx_dtype, bias)
 
 
 def record_lqs_errors(g_y: torch.Tensor, block: int, bits: int, state: LayerState) -> None:

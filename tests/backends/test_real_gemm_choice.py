@@ -59,3 +59,27 @@ def test_asking_for_fp8_gemms_without_them_names_the_cuda_build(backend_on) -> N
     with pytest.raises(RuntimeError, match=r"gemm 'cublas' needs FP8 GEMMs .* \(CUDA 11\.8\) lacks"):
         backend.gemm_for(torch.device("cuda", 0))
     assert backend_on((9, 0), "11.8", gemm="cutlass").gemm_for(torch.device("cuda", 0)) == "cutlass"
+
+
+@pytest.mark.parametrize(
+    ("capability", "cuda", "narrow", "m", "n", "route"),
+    [((9, 0), "13.0", True, 394, 64, "fp8"), ((9, 0), "13.0", False, 394, 64, "int8"),
+     ((9, 0), "13.0", True, 394, 24, "reference"), ((9, 0), "13.0", True, 0, 64, "reference"),
+     ((9, 0), "11.8", True, 394, 64, "int8"), ((8, 0), "12.4", True, 394, 64, "int4"),
+     ((8, 0), "12.4", False, 394, 64, "int8"), ((8, 0), "12.4", True, 394, 6, "reference")],
+)  # fmt: skip
+def test_the_g_x_route_follows_the_gemm_family_and_the_codes_width(backend_on, capability, cuda, narrow, m, n, route):
+    """4-bit codes on both sides take the FP8 (n % 16) or INT4 GEMM, 8-bit ones the INT8 sm80 GEMM (n % 4)."""
+    backend = backend_on(capability, cuda, sm90=True)
+    assert backend._gx_route(torch.device("cuda", 0), narrow, m, n) == route
+
+
+@pytest.mark.parametrize(
+    ("o", "r", "i", "route"),
+    [(96, 224, 64, "int8_sm90"), (96, 210, 64, "int8_sm90"), (96, 840, 64, "int8_lt"), (16, 840, 64, "int8_sm90"),
+     (96, 840, 12, "int8_sm90"), (96, 0, 64, "reference"), (96, 224, 6, "reference")],
+)  # fmt: skip
+def test_the_g_w_route_on_hopper_takes_cublaslt_where_k_is_a_multiple_of_8_but_not_16(backend_on, o, r, i, route):
+    """The sm_90a GEMM pads K to 16; where K is a multiple of 8 (and cuBLASLt takes the shape) cuBLASLt runs it
+    unpadded."""
+    assert backend_on((9, 0), "13.0", sm90=True)._gw_route(torch.device("cuda", 0), o, r, i) == route

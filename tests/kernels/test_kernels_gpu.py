@@ -768,6 +768,75 @@ def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, o
             assert torch.equal(a, b)
 
 
+class _CountingOps:
+    """The compiled ops, recording the name of each one looked up."""
+
+    def __init__(self, ops) -> None:
+        self._ops, self.called = ops, []
+
+    def __getattr__(self, name: str):
+        self.called.append(name)
+        return getattr(self._ops, name)
+
+
+@pytest.mark.parametrize(
+    ("rows", "out_f", "in_f", "cfg", "routes"),
+    [
+        (394, 96, 64, {}, ("fp8", "int8_sm90")),  # R = 210: g_w's K padded to 224
+        (1576, 96, 64, {"abc": True}, ("fp8", "int8_lt")),  # R = 840: a multiple of 8, not 16
+        (3152, 768, 3072, {"gx_granularity": "per_tensor"}, ("fp8", "int8_sm90")),  # fc2's shape, tensor-wise FP8
+        (394, 96, 64, {"gw_granularity": "per_channel", "gy_rounding": "nearest"}, ("fp8", "int8_sm90")),
+        (394, 96, 64, {"gx_bits": 8}, ("int8", "int8_sm90")),  # 8-bit g_x codes: the INT8 sm80 GEMM
+        (394, 40, 32, {}, ("fp8", "int8_sm90")),  # O = 40: g_y's codes int8, converted (K padded to 48)
+        (394, 40, 24, {}, None),  # I = 24: no FP8 GEMM, so the calls one by one (g_x on the reference GEMM)
+    ],
+)
+def test_a_layer_backward_in_one_call_equals_its_calls_one_by_one(rows, out_f, in_f, cfg, routes) -> None:
+    """RealBackend.layer_gradients runs the eager backward as one call of the compiled ops where the kernels and
+    torch's GEMMs cover it: the gradients equal layer_gradients_in_parts' bit for bit (and in a CUDA graph)."""
+    from hot.backends import layer_gradients_in_parts
+    from hot.backends.real import load_ops
+    from hot.methods import Keys, layer_specs
+
+    if _capability() != (9, 0):
+        pytest.skip("the routes listed are compute capability 9.0's")
+    real = RealBackend()
+    real.ops = ops = _CountingOps(load_ops())
+    step = torch.tensor([3], dtype=torch.int64, device=CUDA)
+    specs = layer_specs(HOTConfig(hla_blocking="paper", **cfg), out_f, _paper(197), Keys(7, 1, step))
+    hq, gy = specs.grad_output, specs.grad_output_hla
+    g_y = _randn(rows, out_f, seed=5, dtype=torch.bfloat16).to(CUDA)
+    x, w = _randn(rows, in_f, seed=6).to(CUDA), _randn(out_f, in_f, seed=7).to(CUDA) * 0.02
+    x_codes = real.hla_quantize(x, specs.input_hla)
+    want = layer_gradients_in_parts(real, g_y, w, lambda: x_codes, hq, gy, torch.bfloat16, True)
+    assert real._one_call_routes(g_y, w, hq, gy, torch.bfloat16) == routes
+    ops.called.clear()
+    got = real.layer_gradients(g_y, w, lambda: x_codes, hq, gy, torch.bfloat16, True)
+    assert (ops.called == ["layer_gradients"]) is (routes is not None)
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+    one_stream = RealBackend(side_stream=False)
+    warm = torch.cuda.Stream()
+    warm.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(warm):
+        one_stream.layer_gradients(g_y, w, lambda: x_codes, hq, gy, torch.bfloat16, True)
+    torch.cuda.current_stream().wait_stream(warm)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):  # one stream: the one call is captured
+        captured = one_stream.layer_gradients(g_y, w, lambda: x_codes, hq, gy, torch.bfloat16, True)
+    graph.replay()
+    torch.cuda.synchronize()
+    for a, b in zip(captured, want, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_the_integer_gemm_route_names_an_unknown_route() -> None:
+    a = torch.zeros(32, 32, dtype=torch.int8, device=CUDA)
+    one = torch.ones(1, device=CUDA)
+    with pytest.raises(ValueError, match="unknown integer GEMM route 'int2'"):
+        RealBackend().ops.int_matmul(a, a, one, one, 1.0, "int2")
+
+
 def test_an_error_on_the_side_stream_reaches_the_caller_with_the_capture_joined() -> None:
     from hot.methods import Keys, layer_specs
 

@@ -34,6 +34,8 @@ _MASK32 = 0xFFFFFFFF
 
 # A gradient from one code set and its scale (g_x from HQ's, g_w from HLA's): what Backend.gradients is given.
 GradientFrom = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+# x's HLA codes and scale for g_w (what the forward kept, or quantised when asked): what layer_gradients is given.
+XCodesFrom = Callable[[], tuple[torch.Tensor, torch.Tensor]]
 
 
 def _check_key(key: object) -> None:
@@ -152,6 +154,21 @@ class Backend(Protocol):
         the real backend queues the g_w chain on a second stream beside the g_x chain (the same kernels on the
         same inputs: the same bits)."""
 
+    def layer_gradients(
+        self,
+        g_y: torch.Tensor,
+        weight: torch.Tensor,
+        x_codes_from: XCodesFrom,
+        hq: HQSpec,
+        hla: HLASpec,
+        gx_dtype: torch.dtype,
+        column_sums: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """One HOT layer's backward: :meth:`gradients` with g_x from ``weight``'s HQ codes (:meth:`hq_matmul` in
+        ``gx_dtype``) and g_w from x's HLA codes and scale, ``x_codes_from()`` (:meth:`hla_matmul`), as
+        :func:`layer_gradients_in_parts` composes them. The real backend runs an eager one-stream backward in one
+        call of its compiled ops."""
+
 
 class QuantizedGradOutput(NamedTuple):
     """What :meth:`Backend.quantize_grad_output` makes of one g_y."""
@@ -190,6 +207,28 @@ def gradients_in_order(
     """:meth:`Backend.gradients` on one stream: both quantisations of g_y, then the g_x chain, then the g_w chain."""
     q = backend.quantize_grad_output(g_y, hq, hla, column_sums=column_sums)
     return g_x_from(q.hq_codes, q.hq_scale), g_w_from(q.hla_codes, q.hla_scale), q.column_sums
+
+
+def layer_gradients_in_parts(
+    backend: Backend,
+    g_y: torch.Tensor,
+    weight: torch.Tensor,
+    x_codes_from: XCodesFrom,
+    hq: HQSpec,
+    hla: HLASpec,
+    gx_dtype: torch.dtype,
+    column_sums: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """:meth:`Backend.layer_gradients` through the backend's own calls: :meth:`Backend.gradients` with W quantised
+    and multiplied in the g_x chain, x's codes got and multiplied in the g_w chain."""
+    return backend.gradients(
+        g_y,
+        hq,
+        hla,
+        column_sums,
+        lambda codes, scale: backend.hq_matmul(codes, scale, *backend.hq_quantize_weight(weight, hq), hq, gx_dtype),
+        lambda codes, scale: backend.hla_matmul(codes, scale, *x_codes_from(), hla),
+    )
 
 
 def create_backend(config: HOTConfig, device: torch.device | None = None) -> Backend:

@@ -47,7 +47,15 @@ import torch
 from ..config import GEMMS
 from ..hla import HLAWindows, lp_l1_rows, projected_rows
 from ..rounding import StepKey
-from . import GradientFrom, HLASpec, HQSpec, QuantizedGradOutput, gradients_in_order
+from . import (
+    GradientFrom,
+    HLASpec,
+    HQSpec,
+    QuantizedGradOutput,
+    XCodesFrom,
+    gradients_in_order,
+    layer_gradients_in_parts,
+)
 from . import column_sums as _column_sums
 from .reference import ReferenceBackend
 
@@ -145,25 +153,8 @@ def _windows_arg(w: HLAWindows) -> list[int]:
     return [w.tokens, w.prefix, w.height, w.width, w.window_w]
 
 
-def _round_up(n: int, m: int) -> int:
-    return (n + m - 1) // m * m
-
-
-def _int8(codes: torch.Tensor) -> torch.Tensor:
-    return codes if codes.dtype == torch.int8 else codes.to(torch.int8)
-
-
-def _pad_k(a: torch.Tensor, b_t: torch.Tensor, multiple: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Zero codes appended along K add nothing to the product."""
-    pad = (-a.shape[1]) % multiple
-    if pad == 0:
-        return a, b_t
-    return torch.nn.functional.pad(a, (0, pad)), torch.nn.functional.pad(b_t, (0, pad))
-
-
-def _scale_vector(scale: torch.Tensor, n: int) -> torch.Tensor:
-    """A 1-D scale of n entries: as it is, or one per-tensor scale repeated (row-wise ``_scaled_mm`` reads n)."""
-    return scale if scale.numel() == n else scale.expand(n).contiguous()
+def _flat(scale: torch.Tensor) -> torch.Tensor:
+    return scale.reshape(-1).contiguous()
 
 
 def _reference_acc(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -246,12 +237,6 @@ class RealBackend:
         """Whether the quantisers write e4m3 codes: the FP8 GEMM reads 4-bit ones as they are (K, N % 16 == 0)."""
         return bits == 4 and self._gx_gemm(device) == "cublas" and all(d % 16 == 0 for d in dims)
 
-    def _e4m3(self, codes: torch.Tensor, k_pad: int) -> torch.Tensor:
-        """The FP8 GEMM's operand, K zero-padded to k_pad: as is when the quantiser already wrote it."""
-        if codes.dtype == _E4M3 and codes.shape[1] == k_pad:
-            return codes
-        return self.ops.codes_to_e4m3(_int8(codes), k_pad)
-
     @staticmethod
     def _on_reference(
         t: torch.Tensor, quantise: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
@@ -294,42 +279,30 @@ class RealBackend:
         self.ops.check_hq_matmul(a_codes, a_scale, b_codes, b_scale, spec.block)
         if out_dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise ValueError(f"out_dtype must be float32, float16 or bfloat16, got {out_dtype}")
-        block = spec.block
         narrow = _is_4bit(a_codes) and _is_4bit(b_codes)
-        (m, k), n = a_codes.shape, b_codes.shape[1]
-        row, col = a_scale.reshape(-1).contiguous(), b_scale.reshape(-1).contiguous()
-        a = _aligned(a_codes)
-        b_t = _aligned(b_codes.t())  # (I, O): K contiguous; a no-op for hq_quantize_weight's codes
-        gemm = self._gx_gemm(a.device)
-        if not narrow and gemm in ("cublas", "cutlass-int4"):
-            gemm = "cutlass"  # 8-bit codes: the INT8 sm80 GEMM is exact for any int8 (it also runs on sm_90)
-        if gemm == "cublas" and n % 16 == 0 and m > 0:
-            kp = _round_up(k, 16)
-            # The scales fold the dequantisation into the GEMM's epilogue (no pass over the fp32 output): the
-            # reference's (acc · row) · (col / block) up to fp32 rounding of the scale products (measured at most
-            # 1.9e-7 relative). Two per-tensor scales are the tensor-wise recipe, which takes them as they are;
-            # otherwise both are row-wise vectors. block is a power of two: · (1 / block) is / block exactly.
-            if row.numel() == 1 and col.numel() == 1:
-                scale_a, scale_b = row.reshape(()), (col * (1.0 / block)).reshape(())
-            else:
-                # one elementwise op makes W's n row-wise scales (the per-tensor one repeated, or its vector)
-                scale_a, scale_b = _scale_vector(row, m).reshape(m, 1), (col.expand(n) * (1.0 / block)).reshape(1, n)
-            return torch._scaled_mm(
-                self._e4m3(a, kp),
-                self._e4m3(b_t, kp).t(),
-                scale_a=scale_a,
-                scale_b=scale_b,
-                out_dtype=out_dtype,  # the epilogue rounds once to the output type: no float32 pass
-                use_fast_accum=False,
-            )
-        if gemm == "cutlass-int4" and n % 4 == 0 and m > 0:
-            kp = _round_up(k, 32)  # zero codes pad K to the INT4 GEMM's alignment (32 elements, 16 bytes)
-            acc = self.ops.cutlass_gemm_s4(self.ops.pack_int4(_int8(a), kp), self.ops.pack_int4(_int8(b_t), kp))
-        elif gemm == "cutlass" and n % 4 == 0 and m > 0:
-            acc = self.ops.cutlass_gemm_s8(*_pad_k(_int8(a), _int8(b_t), 16))
-        else:
+        route = self._gx_route(a_codes.device, narrow, a_codes.shape[0], b_codes.shape[1])
+        a, b_t = _aligned(a_codes), _aligned(b_codes.t())  # b_t (I, O): K contiguous; hq_quantize_weight's as is
+        if route == "fp8":
+            return self.ops.fp8_matmul(a, a_scale.reshape(-1), b_t, b_scale.reshape(-1), spec.block, out_dtype)
+        if route == "reference":
             acc = _reference_acc(a, b_t.t())
-        return self.ops.dequantize(acc, row, col, float(block)).to(out_dtype)
+            return self.ops.dequantize(acc, _flat(a_scale), _flat(b_scale), float(spec.block)).to(out_dtype)
+        return self.ops.int_matmul(a, b_t, a_scale, b_scale, float(spec.block), route).to(out_dtype)
+
+    def _gx_route(self, device: torch.device, narrow: bool, m: int, n: int) -> str:
+        """The g_x GEMM for (m, K) · (K, n) codes on ``device``, 4-bit on both sides where ``narrow``: ``fp8``
+        (row-wise ``_scaled_mm``, dequantisation in its epilogue), ``int4`` or ``int8`` (CUTLASS sm80), else
+        ``reference``. 8-bit codes take the INT8 sm80 GEMM, exact for any int8 (it also runs on sm_90)."""
+        gemm = self._gx_gemm(device)
+        if not narrow and gemm in ("cublas", "cutlass-int4"):
+            gemm = "cutlass"
+        if m > 0 and gemm == "cublas" and n % 16 == 0:
+            return "fp8"
+        if m > 0 and gemm == "cutlass-int4" and n % 4 == 0:
+            return "int4"
+        if m > 0 and gemm == "cutlass" and n % 4 == 0:
+            return "int8"
+        return "reference"
 
     # --- both paths -----------------------------------------------------------------------------
 
@@ -416,6 +389,77 @@ class RealBackend:
             current.wait_stream(side)
         return g_x, g_w, sums
 
+    def layer_gradients(
+        self,
+        g_y: torch.Tensor,
+        weight: torch.Tensor,
+        x_codes_from: XCodesFrom,
+        hq: HQSpec,
+        hla: HLASpec,
+        gx_dtype: torch.dtype,
+        column_sums: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """One call of the compiled ops (``layer_gradients``) where the backward runs on one stream with the
+        kernels' quantisers and GEMMs: the kernels of :func:`layer_gradients_in_parts` on the same inputs (so the
+        same bits), without a Python call per kernel (an eager HOT step is bound by its host time). Elsewhere (a
+        capture with the side stream, the fused g_y quantiser, options or shapes on the reference ops) that
+        composition."""
+        routes = self._one_call_routes(g_y, weight, hq, hla, gx_dtype)
+        if routes is None:
+            return layer_gradients_in_parts(self, g_y, weight, x_codes_from, hq, hla, gx_dtype, column_sums)
+        gx_route, gw_route = routes
+        x_codes, x_scale = x_codes_from()
+        device, out_f, in_f = g_y.device, g_y.shape[1], weight.shape[1]
+        windows, rows, bits, stochastic, hla_key, hla_step = _hla_args(hla)
+        hq_key, hq_step = _key_arg(hq.key)
+        g_x, g_w, sums = self.ops.layer_gradients(
+            g_y,
+            weight,
+            x_codes.t(),
+            x_scale,
+            hq.block,
+            hq.bits,
+            hq.granularity == "per_token",
+            hq_key,
+            self._fp8_codes(device, hq.bits, out_f),
+            self._fp8_codes(device, hq.bits, out_f, in_f),
+            gx_route,
+            gx_dtype,
+            windows,
+            rows,
+            bits,
+            stochastic,
+            hla.granularity == "per_channel",
+            hla_key,
+            column_sums,
+            gw_route,
+            _shared_step(hq_step, hla_step),
+        )
+        return g_x, g_w, sums if column_sums else None
+
+    def _one_call_routes(
+        self, g_y: torch.Tensor, weight: torch.Tensor, hq: HQSpec, hla: HLASpec, gx_dtype: torch.dtype
+    ) -> tuple[str, str] | None:
+        """The g_x and g_w GEMM routes where :meth:`layer_gradients` can run as one call, else None: 2-D CUDA tensors,
+        the kernels' quantisers (the per-channel HQ and per-token HLA scales, and blocks other than 16, are the
+        reference's), both GEMMs on the kernels or torch's integer and FP8 GEMMs, one stream."""
+        if not (
+            g_y.is_cuda
+            and g_y.dim() == 2
+            and weight.dim() == 2
+            and gx_dtype in (torch.float32, torch.float16, torch.bfloat16)
+            and hq.granularity != "per_channel"
+            and hla.windows.block == 16
+            and hla.granularity != "per_token"
+            and not self.fuses_grad_output(g_y, hq, hla)
+            and not (self.side_stream and torch.cuda.is_current_stream_capturing())
+        ):
+            return None
+        (length, out_f), in_f = g_y.shape, weight.shape[1]
+        gx_route = self._gx_route(g_y.device, hq.bits == 4, length, in_f)
+        gw_route = self._gw_route(g_y.device, out_f, projected_rows(length, hla.windows, hla.rank), in_f)
+        return None if "reference" in (gx_route, gw_route) else (gx_route, gw_route)
+
     def grad_output_bytes(self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec) -> int:
         """Device-memory bytes :meth:`quantize_grad_output` reads and writes (its kernels, not the minimum)."""
         length, channels = g_y.shape
@@ -464,21 +508,26 @@ class RealBackend:
     ) -> torch.Tensor:
         self.ops.check_hla_matmul(g_codes, g_scale, x_codes, x_scale)
         (r, o), i = g_codes.shape, x_codes.shape[1]
-        row, col = g_scale.reshape(-1).contiguous(), x_scale.reshape(-1).contiguous()
         a = _aligned(g_codes.t())  # (O, R): K contiguous; a no-op for hla_quantize's codes
         b_t = _aligned(x_codes.t())  # (I, R)
-        gemm = self.gemm_for(a.device)
+        route = self._gw_route(a.device, o, r, i)
+        if route == "reference":
+            acc = _reference_acc(a, b_t.t())
+            return self.ops.dequantize(acc, _flat(g_scale), _flat(x_scale), float(spec.windows.block))
+        return self.ops.int_matmul(a, b_t, g_scale, x_scale, float(spec.windows.block), route)
+
+    def _gw_route(self, device: torch.device, o: int, r: int, i: int) -> str:
+        """The g_w GEMM for (o, r) · (r, i) int8 codes on ``device``: ``int8_sm90`` (CUTLASS sm_90a), ``int8_lt``
+        (cuBLASLt), ``int8`` (CUTLASS sm80), else ``reference``."""
+        gemm = self.gemm_for(device)
         if gemm == "cutlass-sm90" and r % 16 and r % 8 == 0 and o > 16 and i % 8 == 0:
             # The sm_90a GEMM needs K % 16, cuBLASLt's K % 8: padding both operands costs two fills and two copies
             # (7 µs at T = 197, where the GEMM takes 9); the integer products are the same.
             gemm = "cublas"
         if gemm == "cutlass-sm90" and i % 4 == 0 and o > 0 and r > 0:
-            acc = self.ops.cutlass_gemm_s8_sm90(*_pad_k(a, b_t, 16))
-        elif gemm == "cublas" and o > 16 and i % 8 == 0 and r > 0:
-            a, b_t = _pad_k(a, b_t, 8)
-            acc = torch._int_mm(a, b_t.t())
-        elif gemm in ("cutlass", "cutlass-int4") and i % 4 == 0 and o > 0 and r > 0:
-            acc = self.ops.cutlass_gemm_s8(*_pad_k(a, b_t, 16))
-        else:
-            acc = _reference_acc(a, b_t.t())
-        return self.ops.dequantize(acc, row, col, float(spec.windows.block))
+            return "int8_sm90"
+        if gemm == "cublas" and o > 16 and i % 8 == 0 and r > 0:
+            return "int8_lt"
+        if gemm in ("cutlass", "cutlass-int4") and i % 4 == 0 and o > 0 and r > 0:
+            return "int8"
+        return "reference"

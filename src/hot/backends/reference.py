@@ -11,7 +11,16 @@ import torch
 from ..hadamard import block_hadamard
 from ..hla import HLAWindows, hla_project, hla_unproject, projected_rows
 from ..quant import absmax_scale, quantize, sawb_scale
-from . import GradientFrom, HLASpec, HQSpec, QuantizedGradOutput, gradients_in_order, quantize_grad_output_separately
+from . import (
+    GradientFrom,
+    HLASpec,
+    HQSpec,
+    QuantizedGradOutput,
+    XCodesFrom,
+    gradients_in_order,
+    layer_gradients_in_parts,
+    quantize_grad_output_separately,
+)
 
 
 class ReferenceBackend:
@@ -75,3 +84,15 @@ class ReferenceBackend:
         g_w_from: GradientFrom,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         return gradients_in_order(self, g_y, hq, hla, column_sums, g_x_from, g_w_from)
+
+    def layer_gradients(
+        self,
+        g_y: torch.Tensor,
+        weight: torch.Tensor,
+        x_codes_from: XCodesFrom,
+        hq: HQSpec,
+        hla: HLASpec,
+        gx_dtype: torch.dtype,
+        column_sums: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        return layer_gradients_in_parts(self, g_y, weight, x_codes_from, hq, hla, gx_dtype, column_sums)

@@ -422,18 +422,17 @@ def test_hla_matmul_is_exact_integer_product(kernel_backend, gemm: str, r: int, 
     assert torch.equal(out.cpu().double(), exact.double())
 
 
-def test_the_sm90_gemm_leaves_k_that_is_a_multiple_of_8_only_to_cublaslt(kernel_backend, monkeypatch) -> None:
+def test_the_sm90_gemm_leaves_k_that_is_a_multiple_of_8_only_to_cublaslt(kernel_backend) -> None:
     backend = RealBackend(gemm="cutlass-sm90")
     if not backend._sm90_available(torch.cuda.current_device()):
         pytest.skip("this build or GPU has no sm_90a GEMM")
-    calls, sm90 = [], backend.ops.cutlass_gemm_s8_sm90
-    monkeypatch.setattr(backend.ops, "cutlass_gemm_s8_sm90", lambda *a: calls.append(a[0].shape) or sm90(*a))
     one = torch.ones((), device=CUDA)
-    for r in (104, 112):  # K = 104: cuBLASLt as it is; 112: the sm_90a GEMM
+    # K = 104: cuBLASLt as it is; 112: the sm_90a GEMM; 98: the sm_90a GEMM, K padded to 112
+    assert [backend._gw_route(CUDA, 96, r, 64) for r in (104, 112, 98)] == ["int8_lt", "int8_sm90", "int8_sm90"]
+    for r in (104, 112, 98):
         g, x = _int_codes((r, 96), -127, 127, r), _int_codes((r, 64), -127, 127, r + 1)
         out = backend.hla_matmul(g.to(CUDA), one, x.to(CUDA), torch.tensor(16.0, device=CUDA), HLA16)
         assert torch.equal(out.cpu().double(), (g.long().t() @ x.long()).double())
-    assert calls == [(96, 112)]
 
 
 def test_cutlass_kernels_directly(kernel_backend) -> None:
@@ -782,13 +781,16 @@ class _CountingOps:
 @pytest.mark.parametrize(
     ("rows", "out_f", "in_f", "cfg", "routes"),
     [
-        (394, 96, 64, {}, ("fp8", "int8_sm90")),  # R = 210: g_w's K padded to 224
-        (1576, 96, 64, {"abc": True}, ("fp8", "int8_lt")),  # R = 840: a multiple of 8, not 16
+        # T = 197 in 1x16 strips: 104 projected rows a sample
+        (394, 96, 64, {}, ("fp8", "int8_sm90")),  # R = 208
+        (591, 96, 64, {"abc": True}, ("fp8", "int8_lt")),  # R = 312: a multiple of 8, not 16
         (3152, 768, 3072, {"gx_granularity": "per_tensor"}, ("fp8", "int8_sm90")),  # fc2's shape, tensor-wise FP8
         (394, 96, 64, {"gw_granularity": "per_channel", "gy_rounding": "nearest"}, ("fp8", "int8_sm90")),
         (394, 96, 64, {"gx_bits": 8}, ("int8", "int8_sm90")),  # 8-bit g_x codes: the INT8 sm80 GEMM
         (394, 40, 32, {}, ("fp8", "int8_sm90")),  # O = 40: g_y's codes int8, converted (K padded to 48)
         (394, 40, 24, {}, None),  # I = 24: no FP8 GEMM, so the calls one by one (g_x on the reference GEMM)
+        # a 14x14 grid and a class token in 4x4 windows: 129 rows a sample, R = 258, g_w's K padded to 272
+        (394, 96, 64, {"hla_blocking": "spatial"}, ("fp8", "int8_sm90")),
     ],
 )
 def test_a_layer_backward_in_one_call_equals_its_calls_one_by_one(rows, out_f, in_f, cfg, routes) -> None:
@@ -803,7 +805,9 @@ def test_a_layer_backward_in_one_call_equals_its_calls_one_by_one(rows, out_f, i
     real = RealBackend()
     real.ops = ops = _CountingOps(load_ops())
     step = torch.tensor([3], dtype=torch.int64, device=CUDA)
-    specs = layer_specs(HOTConfig(hla_blocking="paper", **cfg), out_f, _paper(197), Keys(7, 1, step))
+    config = HOTConfig(**{"hla_blocking": "paper", **cfg})
+    windows = hla_windows(197, config.hla_blocking, TokenGrid(1, 14, 14))
+    specs = layer_specs(config, out_f, windows, Keys(7, 1, step))
     hq, gy = specs.grad_output, specs.grad_output_hla
     g_y = _randn(rows, out_f, seed=5, dtype=torch.bfloat16).to(CUDA)
     x, w = _randn(rows, in_f, seed=6).to(CUDA), _randn(out_f, in_f, seed=7).to(CUDA) * 0.02

@@ -40,3 +40,12 @@ def test_the_step_profile_refuses_bad_calls_and_a_machine_without_a_gpu(capsys: 
     if not torch.cuda.is_available():
         assert step_profile.main(["out"]) == 2
         assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_the_host_profile_refuses_bad_calls_and_a_machine_without_a_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    from hot.bench import host_profile
+
+    assert host_profile.main([]) == 2 and "usage:" in capsys.readouterr().err
+    assert host_profile.main(["out", "fp32"]) == 2 and "usage:" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        assert host_profile.main(["out", "hot"]) == 2 and "needs a CUDA GPU" in capsys.readouterr().err

@@ -66,6 +66,13 @@ int operand_qmax(int64_t bits, bool fp8) {
   return qmax_of(bits);
 }
 
+// int32 scratch of n zeros (the amax reductions' atomics start from them): one memset, not a fill kernel.
+at::Tensor zeroed_scratch(int64_t n, const at::TensorOptions& opts) {
+  auto t = at::empty({n}, opts.dtype(at::kInt));
+  C10_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, n * sizeof(int32_t), c10::cuda::getCurrentCUDAStream()));
+  return t;
+}
+
 // A stochastic-rounding key argument: [key], or [seed, layer, stream, rank] for hot.rounding.hash_key of the step
 // `step` holds (a 1-element int64 tensor on `device`, read by the kernels: hot.rounding.StepKey).
 hot::HashKey hash_key_arg(const std::vector<int64_t>& key, const std::optional<at::Tensor>& step,
@@ -102,7 +109,7 @@ std::vector<at::Tensor> hq_quantize_grad_output(const at::Tensor& g_y, int64_t b
   auto codes = at::empty(g_y.sizes(), opts.dtype(fp8 ? at::kFloat8_e4m3fn : at::kChar));
   auto scale = per_token ? at::empty({g_y.size(0), 1}, opts.dtype(at::kFloat)) : at::empty({}, opts.dtype(at::kFloat));
   // Only a per-tensor scale reduces through the zeroed amax scratch (per token: no scratch, no memset launch).
-  auto amax = per_token ? at::Tensor() : at::zeros({1}, opts.dtype(at::kInt));
+  auto amax = per_token ? at::Tensor() : zeroed_scratch(1, opts);
   if (g_y.numel() > 0) {
     hot::hq_quantize_grad_output(g_y.data_ptr(), type, g_y.size(0), g_y.size(1), static_cast<int>(block), qmax,
                                  per_token, hash, fp8, static_cast<int8_t*>(codes.data_ptr()),
@@ -211,7 +218,7 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int6
   auto opts = t.options();
   auto codes_t = at::empty({t.size(1), hla.proj_rows}, opts.dtype(at::kChar));
   auto scale = per_channel ? at::empty({t.size(1)}, opts.dtype(at::kFloat)) : at::empty({}, opts.dtype(at::kFloat));
-  auto amax = at::zeros({per_channel ? t.size(1) : 1}, opts.dtype(at::kInt));
+  auto amax = zeroed_scratch(per_channel ? t.size(1) : 1, opts);
   auto sums = at::empty({column_sums ? t.size(1) : 0}, opts.dtype(at::kFloat));
   auto partials = at::empty({column_sums ? hot::hla_column_partial_rows(t.size(0), hla.windows) : 0, t.size(1)},
                             opts.dtype(at::kFloat));
@@ -282,7 +289,7 @@ std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, const std::v
   auto hla_scale = per_channel ? at::empty({channels}, f32) : at::empty({}, f32);
   // One zeroed scratch for both amax arrays: a single memset.
   const int64_t hq_n = per_token ? length : 1, hla_n = per_channel ? channels : 1;
-  auto amax = at::zeros({hq_n + hla_n}, opts.dtype(at::kInt));
+  auto amax = zeroed_scratch(hq_n + hla_n, opts);
   auto* amax_bits = reinterpret_cast<uint32_t*>(amax.data_ptr<int32_t>());
   hot::GradOutputQuant q{};
   q.length = length;

@@ -677,11 +677,42 @@ __device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh,
   }
 }
 
+constexpr int kSumRows = 16;  // threads adding a column's partials, each every 16th
+
+// out[c0 + j] for the kCols columns from c0 (those below `channels`): the sum of partials[0..tiles) of the column
+// (tiles x C), in tile order: each of kSumRows threads adds every kSumRows-th tile, then one thread adds their totals
+// in thread order (a fixed order: the same bits on every run and in both callers). part: kSumRows * kCols floats of
+// shared memory; any block of at least kCols threads.
+template <int kCols>
+__device__ void column_sums_of(const float* __restrict__ partials, int64_t tiles, int64_t channels, int64_t c0,
+                               float* part, float* __restrict__ out) {
+  for (int p = threadIdx.x; p < kSumRows * kCols; p += blockDim.x) {
+    const int y = p / kCols, j = p % kCols;
+    const int64_t c = c0 + j;
+    float s = 0.0f;
+    if (c < channels) {
+      for (int64_t t = y; t < tiles; t += kSumRows) s = __fadd_rn(s, partials[t * channels + c]);
+    }
+    part[y * kCols + j] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x < kCols && c0 + threadIdx.x < channels) {
+    float total = part[threadIdx.x];
+#pragma unroll
+    for (int y = 1; y < kSumRows; ++y) total = __fadd_rn(total, part[y * kCols + threadIdx.x]);
+    out[c0 + threadIdx.x] = total;
+  }
+}
+
+// Phase 1 transforms the tile's units and parks their kept rows; phase 2 quantises them. Where column sums were asked
+// for, the first row of tiles (tile_b = 0) then adds the amax pass's tile partials of its channels, reusing the tile's
+// shared memory: no finishing kernel between the passes.
 template <typename T, int Vec, bool Stochastic>
 __global__ void __launch_bounds__(kHlaThreads)
     hla_quantize_kernel(const T* __restrict__ t, HlaShape sh, HlaRows rows, int qmax, bool per_channel,
                         HashKey hash, const uint32_t* __restrict__ amax_bits, int8_t* __restrict__ codes_t,
-                        float* __restrict__ scale) {
+                        float* __restrict__ scale, ColumnSums sums) {
+  static_assert(kSumRows * HlaTile<Vec>::kCols <= HlaTile<Vec>::kFloats, "the sums' slices fit in the tile");
   __shared__ __align__(16) float tile[HlaTile<Vec>::kFloats];
   const uint32_t key = Stochastic ? resolve_key(hash) : 0u;  // first: the step's load overlaps the tile's
   {
@@ -695,35 +726,28 @@ __global__ void __launch_bounds__(kHlaThreads)
   }
   __syncthreads();
   hla_store<Vec, Stochastic>(tile, sh, qmax, per_channel, key, amax_bits, codes_t, scale);
+  if (sums.out != nullptr && blockIdx.x < sh.tiles_c) {  // block-uniform: tile_b = 0
+    __syncthreads();  // the tile is read by phase 2 until here
+    const int64_t tiles_b = (sh.sblocks + kTileBlocks - 1) / kTileBlocks;
+    column_sums_of<HlaTile<Vec>::kCols>(sums.partials, tiles_b, sh.channels, blockIdx.x * HlaTile<Vec>::kCols, tile,
+                                        sums.out);
+  }
 }
 
-constexpr int kSumRows = 16;  // column_sums_finish: threads adding a column's partials, each every 16th
+constexpr int kSumCols = 32;  // column_sums_finish: columns per block
 
-// out[c] = the sum of partials[0..tiles) of column c (tiles x C), in tile order: each of kSumRows threads adds
-// every kSumRows-th tile, then one thread adds their totals in thread order.
+// The column sums of the fused g_y quantiser's statistics pass, 32 columns a block.
 __global__ void column_sums_finish(const float* __restrict__ partials, int64_t tiles, int64_t channels,
                                    float* __restrict__ out) {
-  __shared__ float part[kSumRows][32];
-  const int64_t c = blockIdx.x * 32 + threadIdx.x;
-  float s = 0.0f;
-  if (c < channels) {
-    for (int64_t t = threadIdx.y; t < tiles; t += kSumRows) s = __fadd_rn(s, partials[t * channels + c]);
-  }
-  part[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < channels) {
-    float total = part[0][threadIdx.x];
-#pragma unroll
-    for (int y = 1; y < kSumRows; ++y) total = __fadd_rn(total, part[y][threadIdx.x]);
-    out[c] = total;
-  }
+  __shared__ float part[kSumRows * kSumCols];
+  column_sums_of<kSumCols>(partials, tiles, channels, blockIdx.x * static_cast<int64_t>(kSumCols), part, out);
 }
 
 // The sums' finish, where sums were asked for (their tile partials written by the amax pass).
 void launch_column_sums_finish(const ColumnSums& sums, int64_t tiles, int64_t channels, cudaStream_t stream) {
   if (sums.out == nullptr) return;
-  const auto blocks = static_cast<unsigned>((channels + 31) / 32);
-  column_sums_finish<<<blocks, dim3(32, kSumRows), 0, stream>>>(sums.partials, tiles, channels, sums.out);
+  const auto blocks = static_cast<unsigned>((channels + kSumCols - 1) / kSumCols);
+  column_sums_finish<<<blocks, kSumRows * kSumCols, 0, stream>>>(sums.partials, tiles, channels, sums.out);
 }
 
 template <typename T, int Vec>
@@ -734,13 +758,12 @@ void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool
   const int64_t tiles_b = (sh.sblocks + kTileBlocks - 1) / kTileBlocks, tiles = sh.tiles_c * tiles_b;
   hla_amax<T, Vec><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(t, sh, rows.mask, per_channel,
                                                                             amax_bits, sums.partials);
-  launch_column_sums_finish(sums, tiles_b, sh.channels, stream);
   if (stochastic) {
     hla_quantize_kernel<T, Vec, true><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(
-        t, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale);
+        t, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale, sums);
   } else {
     hla_quantize_kernel<T, Vec, false><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(
-        t, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale);
+        t, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale, sums);
   }
 }
 

@@ -1,7 +1,8 @@
 // Torch adapters of the launchers in hot_kernels.h: each checks device, dtype, contiguity and shape, allocates
 // outputs and launches on the current stream. Bad arguments raise ValueError naming the tensor and the problem
 // (TORCH_CHECK_VALUE, translated below); a failing kernel or GEMM raises RuntimeError. These checks are the only
-// ones on tensors: hot.backends.real calls check_* before the paths that run torch's own GEMMs.
+// ones on tensors: hot.backends.real calls check_* before the composed GEMMs (fp8_matmul, int_matmul), which take
+// checked operands, and layer_gradients calls them itself.
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -69,7 +70,8 @@ int operand_qmax(int64_t bits, bool fp8) {
 // int32 scratch of n zeros (the amax reductions' atomics start from them): one memset, not a fill kernel.
 at::Tensor zeroed_scratch(int64_t n, const at::TensorOptions& opts) {
   auto t = at::empty({n}, opts.dtype(at::kInt));
-  C10_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, n * sizeof(int32_t), c10::cuda::getCurrentCUDAStream()));
+  C10_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, n * sizeof(int32_t),
+                                 c10::cuda::getCurrentCUDAStream(opts.device().index())));
   return t;
 }
 
@@ -612,11 +614,12 @@ at::Tensor int_matmul(const at::Tensor& a, const at::Tensor& b_t, const at::Tens
 // One HOT layer's backward on the current stream, as hot.backends.real runs it op by op on one stream (the same
 // kernels on the same inputs: the same bits): Q(HT(g_y)) and Q(P g_y) (with the bias gradient from the HLA
 // statistics pass where column_sums), then Q(HT(W)) and g_x by gx_route ("fp8" or an int_matmul route) in
-// gx_dtype, then g_w = (P g_y codes)ᵀ (P x codes) by gw_route in float32. x_codes_t (I, R) and x_scale
-// are what the forward kept of x (ABC) or its codes made in the backward. Returns [g_x, g_w, column sums or
+// gx_dtype, then g_w = (P g_y codes)ᵀ (P x codes) by gw_route in float32. x_codes (R, I), any strides (the HLA
+// quantiser's are a transposed view), and x_scale are what the forward kept of x (ABC) or its codes made in the
+// backward. Returns [g_x, g_w, column sums or
 // an empty tensor].
 std::vector<at::Tensor> layer_gradients(
-    const at::Tensor& g_y, const at::Tensor& weight, const at::Tensor& x_codes_t, const at::Tensor& x_scale,
+    const at::Tensor& g_y, const at::Tensor& weight, const at::Tensor& x_codes, const at::Tensor& x_scale,
     int64_t block, int64_t gx_bits, bool per_token, const std::vector<int64_t>& hq_key, bool gy_fp8, bool w_fp8,
     const std::string& gx_route, at::ScalarType gx_dtype, const std::vector<int64_t>& windows,
     const std::vector<int64_t>& rows, int64_t gw_bits, bool stochastic, bool per_channel,
@@ -624,6 +627,8 @@ std::vector<at::Tensor> layer_gradients(
     const std::optional<at::Tensor>& step) {
   check_float_matrix(g_y, "g_y");
   check_float_matrix(weight, "weight");
+  check_codes(x_codes, "x_codes", false);  // before any launch; check_hla_matmul below checks R against g_y's codes
+  check_scale(x_scale, "x_scale", x_codes.size(1));
   const c10::cuda::CUDAGuard guard(g_y.device());
   const at::Tensor g = aligned(g_y);
   const auto hq = hq_quantize_grad_output(g, block, gx_bits, per_token, hq_key, gy_fp8, step);
@@ -636,9 +641,8 @@ std::vector<at::Tensor> layer_gradients(
   } else {
     g_x = int_matmul(hq[0], w[0], hq[1], w[1], static_cast<double>(block), gx_route).to(gx_dtype);
   }
-  const at::Tensor x_t = aligned(x_codes_t);
-  check_hla_matmul(hla[0].t(), hla[1], x_t.t(), x_scale);
-  const at::Tensor g_w = int_matmul(hla[0], x_t, hla[1], x_scale, hot::kHlaSlots, gw_route);
+  check_hla_matmul(hla[0].t(), hla[1], x_codes, x_scale);
+  const at::Tensor g_w = int_matmul(hla[0], aligned(x_codes.t()), hla[1], x_scale, hot::kHlaSlots, gw_route);
   return {g_x, g_w, hla[2]};
 }
 
@@ -675,5 +679,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("check_hla_matmul", &check_hla_matmul);
   m.def("fp8_matmul", &fp8_matmul);
   m.def("int_matmul", &int_matmul);
-  m.def("layer_gradients", &layer_gradients);
+  m.def("layer_gradients", &layer_gradients, py::arg("g_y"), py::arg("weight"), py::arg("x_codes"),
+        py::arg("x_scale"), py::arg("block"), py::arg("gx_bits"), py::arg("per_token"), py::arg("hq_key"),
+        py::arg("gy_fp8"), py::arg("w_fp8"), py::arg("gx_route"), py::arg("gx_dtype"), py::arg("windows"),
+        py::arg("rows"), py::arg("gw_bits"), py::arg("stochastic"), py::arg("per_channel"), py::arg("hla_key"),
+        py::arg("column_sums"), py::arg("gw_route"), py::arg("step"));
 }

@@ -252,9 +252,10 @@ class HOTMethod(Method):
         gx_dtype: torch.dtype = torch.float32,
         bias: bool = False,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-        """Both GEMMs (and the bias gradient) through :meth:`hot.backends.Backend.layer_gradients`: eagerly the real
-        backend runs them in one call of its compiled ops, in a CUDA graph with the g_w chain on a second stream
-        beside the g_x chain; it adds the bias gradient up in its HLA statistics pass."""
+        """Both GEMMs (and the bias gradient) through :meth:`hot.backends.Backend.layer_gradients`: the real backend
+        runs them in one call of its compiled ops on one stream (eagerly, or captured with ``side_stream=False``),
+        and in a captured CUDA graph with the g_w chain on a second stream beside the g_x chain; it adds the bias
+        gradient up from its HLA pass over g_y."""
         if weight is None or not saved:
             return super().backward_gemms(g_y, weight, saved, windows, state, keys, gx_dtype, bias)
         backend = self.backend_for(g_y.device)

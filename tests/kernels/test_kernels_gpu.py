@@ -568,6 +568,8 @@ def test_cuda_11_8_torch_on_hopper_runs_the_int8_gemm_exactly(kernel_backend, mo
 
     monkeypatch.setattr(torch, "_scaled_mm", no_fp8)
     assert RealBackend().gemm_for(torch.device(CUDA)) == "cutlass"
+    # the one-call path runs its FP8 GEMM in C++, past the patched torch._scaled_mm: its route says which GEMM runs
+    assert backends._backend("real", "auto", False)._gx_route(torch.device(CUDA), True, x.shape[0], in_f) == "int8"
     gx_real, gw_real, _ = _layer_grads("real", x, w, grid, **cfg)
     assert _rel(gx_real, gx_fake) < 1e-6 and _rel(gw_real, gw_fake) < 1e-6
 
@@ -768,32 +770,43 @@ def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, o
 
 
 class _CountingOps:
-    """The compiled ops, recording the name of each one looked up."""
+    """The compiled ops, recording each one looked up and the positional arguments of each call."""
 
     def __init__(self, ops) -> None:
-        self._ops, self.called = ops, []
+        self._ops, self.called, self.args = ops, [], []
 
     def __getattr__(self, name: str):
         self.called.append(name)
-        return getattr(self._ops, name)
+        op = getattr(self._ops, name)
+        return (lambda *args: self.args.append(args) or op(*args)) if callable(op) else op
+
+
+BF16, F32 = torch.bfloat16, torch.float32
 
 
 @pytest.mark.parametrize(
-    ("rows", "out_f", "in_f", "cfg", "routes"),
+    ("rows", "out_f", "in_f", "cfg", "gemm", "gx_dtype", "sums", "routes"),
     [
         # T = 197 in 1x16 strips: 104 projected rows a sample
-        (394, 96, 64, {}, ("fp8", "int8_sm90")),  # R = 208
-        (591, 96, 64, {"abc": True}, ("fp8", "int8_lt")),  # R = 312: a multiple of 8, not 16
-        (3152, 768, 3072, {"gx_granularity": "per_tensor"}, ("fp8", "int8_sm90")),  # fc2's shape, tensor-wise FP8
-        (394, 96, 64, {"gw_granularity": "per_channel", "gy_rounding": "nearest"}, ("fp8", "int8_sm90")),
-        (394, 96, 64, {"gx_bits": 8}, ("int8", "int8_sm90")),  # 8-bit g_x codes: the INT8 sm80 GEMM
-        (394, 40, 32, {}, ("fp8", "int8_sm90")),  # O = 40: g_y's codes int8, converted (K padded to 48)
-        (394, 40, 24, {}, None),  # I = 24: no FP8 GEMM, so the calls one by one (g_x on the reference GEMM)
+        (394, 96, 64, {}, "auto", BF16, True, ("fp8", "int8_sm90")),  # R = 208
+        (591, 96, 64, {"abc": True}, "auto", BF16, True, ("fp8", "int8_lt")),  # R = 312: a multiple of 8, not 16
+        (3152, 768, 3072, {"gx_granularity": "per_tensor"}, "auto", BF16, True, ("fp8", "int8_sm90")),  # tensor-wise
+        (394, 96, 64, {"gw_granularity": "per_channel", "gy_rounding": "nearest"}, "auto", BF16, True,
+         ("fp8", "int8_sm90")),
+        (394, 96, 64, {"gx_bits": 8}, "auto", BF16, True, ("int8", "int8_sm90")),  # 8-bit g_x: the INT8 sm80 GEMM
+        (394, 40, 32, {}, "auto", BF16, True, ("fp8", "int8_sm90")),  # O = 40: int8 g_y codes, converted (K 48)
+        (394, 40, 24, {}, "auto", BF16, True, None),  # I = 24: no FP8 GEMM, so the calls one by one
         # a 14x14 grid and a class token in 4x4 windows: 129 rows a sample, R = 258, g_w's K padded to 272
-        (394, 96, 64, {"hla_blocking": "spatial"}, ("fp8", "int8_sm90")),
+        (394, 96, 64, {"hla_blocking": "spatial"}, "auto", BF16, True, ("fp8", "int8_sm90")),
+        # the other families (their sm80 kernels run on Hopper too), float32 g_x, no bias
+        (394, 96, 64, {}, "cutlass-int4", F32, False, ("int4", "int8")),
+        (394, 96, 64, {}, "cutlass", F32, True, ("int8", "int8")),
+        (394, 96, 64, {}, "cublas", torch.float16, False, ("fp8", "int8_lt")),
     ],
-)
-def test_a_layer_backward_in_one_call_equals_its_calls_one_by_one(rows, out_f, in_f, cfg, routes) -> None:
+)  # fmt: skip
+def test_a_layer_backward_in_one_call_equals_its_calls_one_by_one(
+    rows, out_f, in_f, cfg, gemm, gx_dtype, sums, routes
+) -> None:
     """RealBackend.layer_gradients runs the eager backward as one call of the compiled ops where the kernels and
     torch's GEMMs cover it: the gradients equal layer_gradients_in_parts' bit for bit (and in a CUDA graph)."""
     from hot.backends import layer_gradients_in_parts
@@ -802,7 +815,9 @@ def test_a_layer_backward_in_one_call_equals_its_calls_one_by_one(rows, out_f, i
 
     if _capability() != (9, 0):
         pytest.skip("the routes listed are compute capability 9.0's")
-    real = RealBackend()
+    real = RealBackend(gemm=gemm)
+    if gemm == "auto" and not real._sm90_available(torch.cuda.current_device()):
+        pytest.skip("this build has no sm_90a GEMM, which the auto routes listed take")
     real.ops = ops = _CountingOps(load_ops())
     step = torch.tensor([3], dtype=torch.int64, device=CUDA)
     config = HOTConfig(**{"hla_blocking": "paper", **cfg})
@@ -812,26 +827,33 @@ def test_a_layer_backward_in_one_call_equals_its_calls_one_by_one(rows, out_f, i
     g_y = _randn(rows, out_f, seed=5, dtype=torch.bfloat16).to(CUDA)
     x, w = _randn(rows, in_f, seed=6).to(CUDA), _randn(out_f, in_f, seed=7).to(CUDA) * 0.02
     x_codes = real.hla_quantize(x, specs.input_hla)
-    want = layer_gradients_in_parts(real, g_y, w, lambda: x_codes, hq, gy, torch.bfloat16, True)
-    assert real._one_call_routes(g_y, w, hq, gy, torch.bfloat16) == routes
+    want = layer_gradients_in_parts(real, g_y, w, lambda: x_codes, hq, gy, gx_dtype, sums)
     ops.called.clear()
-    got = real.layer_gradients(g_y, w, lambda: x_codes, hq, gy, torch.bfloat16, True)
-    assert (ops.called == ["layer_gradients"]) is (routes is not None)
+    got = real.layer_gradients(g_y, w, lambda: x_codes, hq, gy, gx_dtype, sums)
+    if routes is None:
+        assert "layer_gradients" not in ops.called
+    else:
+        assert ops.called == ["layer_gradients"]  # one call of the compiled ops
+        assert (ops.args[-1][10], ops.args[-1][19]) == routes  # its g_x and g_w routes
+    assert (got[2] is None) is (want[2] is None) is (not sums)
     for a, b in zip(got, want, strict=True):
-        assert a.dtype == b.dtype and torch.equal(a, b)
-    one_stream = RealBackend(side_stream=False)
+        assert a is None or (a.dtype == b.dtype and torch.equal(a, b))
+    one_stream = RealBackend(gemm=gemm, side_stream=False)
+    one_stream.ops = captured_ops = _CountingOps(load_ops())
     warm = torch.cuda.Stream()
     warm.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(warm):
-        one_stream.layer_gradients(g_y, w, lambda: x_codes, hq, gy, torch.bfloat16, True)
+        one_stream.layer_gradients(g_y, w, lambda: x_codes, hq, gy, gx_dtype, sums)
     torch.cuda.current_stream().wait_stream(warm)
     graph = torch.cuda.CUDAGraph()
+    captured_ops.called.clear()
     with torch.cuda.graph(graph):  # one stream: the one call is captured
-        captured = one_stream.layer_gradients(g_y, w, lambda: x_codes, hq, gy, torch.bfloat16, True)
+        captured = one_stream.layer_gradients(g_y, w, lambda: x_codes, hq, gy, gx_dtype, sums)
+    assert ("layer_gradients" in captured_ops.called) is (routes is not None)
     graph.replay()
     torch.cuda.synchronize()
     for a, b in zip(captured, want, strict=True):
-        assert torch.equal(a, b)
+        assert a is None or torch.equal(a, b)
 
 
 def test_the_integer_gemm_route_names_an_unknown_route() -> None:

@@ -136,7 +136,7 @@ def _shared_step(*steps: torch.Tensor | None) -> torch.Tensor | None:
     """The one step tensor of a call's keys (one layer's backward: its quantisers share the step)."""
     given = {id(s): s for s in steps if s is not None}
     if len(given) > 1:
-        raise ValueError("the keys of one quantize_grad_output call must share their step tensor")
+        raise ValueError("the HQ and HLA keys of one layer backward must share their step tensor")
     return next(iter(given.values()), None)
 
 
@@ -283,7 +283,7 @@ class RealBackend:
         route = self._gx_route(a_codes.device, narrow, a_codes.shape[0], b_codes.shape[1])
         a, b_t = _aligned(a_codes), _aligned(b_codes.t())  # b_t (I, O): K contiguous; hq_quantize_weight's as is
         if route == "fp8":
-            return self.ops.fp8_matmul(a, a_scale.reshape(-1), b_t, b_scale.reshape(-1), spec.block, out_dtype)
+            return self.ops.fp8_matmul(a, _flat(a_scale), b_t, _flat(b_scale), spec.block, out_dtype)
         if route == "reference":
             acc = _reference_acc(a, b_t.t())
             return self.ops.dequantize(acc, _flat(a_scale), _flat(b_scale), float(spec.block)).to(out_dtype)
@@ -321,9 +321,9 @@ class RealBackend:
         self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec, column_sums: bool = False
     ) -> QuantizedGradOutput:
         """Q(HT(g_y)) for g_x and Q(P g_y) for g_w, bit-identical to the two quantisers, and with ``column_sums``
-        the bias gradient, added up in the statistics pass over g_y (HLA's amax pass). By default the two
-        quantisers; with ``fused_grad_output`` two passes over g_y (a statistics pass, then one that writes both
-        code sets)."""
+        the bias gradient, from per-tile partial sums of the statistics pass over g_y (HLA's amax pass). By default
+        the two quantisers; with ``fused_grad_output`` two passes over g_y (a statistics pass, then one that writes
+        both code sets)."""
         if not self.fuses_grad_output(g_y, hq, hla):
             a_codes, a_scale = self.hq_quantize_grad_output(g_y, hq)  # each quantiser checks g_y
             return QuantizedGradOutput(a_codes, a_scale, *self._hla_quantize(g_y, hla, column_sums))
@@ -404,18 +404,21 @@ class RealBackend:
         same bits), without a Python call per kernel (an eager HOT step is bound by its host time). Elsewhere (a
         capture with the side stream, the fused g_y quantiser, options or shapes on the reference ops) that
         composition."""
-        routes = self._one_call_routes(g_y, weight, hq, hla, gx_dtype)
-        if routes is None:
+        gx_route = self._one_call_gx_route(g_y, weight, hq, hla, gx_dtype)
+        if gx_route is None:
             return layer_gradients_in_parts(self, g_y, weight, x_codes_from, hq, hla, gx_dtype, column_sums)
-        gx_route, gw_route = routes
         x_codes, x_scale = x_codes_from()
         device, out_f, in_f = g_y.device, g_y.shape[1], weight.shape[1]
+        gw_route = self._gw_route(device, out_f, *x_codes.shape) if x_codes.dim() == 2 else "reference"
+        if gw_route == "reference":
+            codes = x_codes, x_scale
+            return layer_gradients_in_parts(self, g_y, weight, lambda: codes, hq, hla, gx_dtype, column_sums)
         windows, rows, bits, stochastic, hla_key, hla_step = _hla_args(hla)
         hq_key, hq_step = _key_arg(hq.key)
         g_x, g_w, sums = self.ops.layer_gradients(
             g_y,
             weight,
-            x_codes.t(),
+            x_codes,
             x_scale,
             hq.block,
             hq.bits,
@@ -437,12 +440,12 @@ class RealBackend:
         )
         return g_x, g_w, sums if column_sums else None
 
-    def _one_call_routes(
+    def _one_call_gx_route(
         self, g_y: torch.Tensor, weight: torch.Tensor, hq: HQSpec, hla: HLASpec, gx_dtype: torch.dtype
-    ) -> tuple[str, str] | None:
-        """The g_x and g_w GEMM routes where :meth:`layer_gradients` can run as one call, else None: 2-D CUDA tensors,
-        the kernels' quantisers (the per-channel HQ and per-token HLA scales, and blocks other than 16, are the
-        reference's), both GEMMs on the kernels or torch's integer and FP8 GEMMs, one stream."""
+    ) -> str | None:
+        """The g_x GEMM route where :meth:`layer_gradients` can run as one call (given a g_w route off the
+        reference GEMM), else None: 2-D CUDA tensors, the kernels' quantisers (the per-channel HQ and per-token HLA
+        scales, and blocks other than 16, are the reference's), g_x on the kernels or torch's FP8 GEMM, one stream."""
         if not (
             g_y.is_cuda
             and g_y.dim() == 2
@@ -455,10 +458,8 @@ class RealBackend:
             and not (self.side_stream and torch.cuda.is_current_stream_capturing())
         ):
             return None
-        (length, out_f), in_f = g_y.shape, weight.shape[1]
-        gx_route = self._gx_route(g_y.device, hq.bits == 4, length, in_f)
-        gw_route = self._gw_route(g_y.device, out_f, projected_rows(length, hla.windows, hla.rank), in_f)
-        return None if "reference" in (gx_route, gw_route) else (gx_route, gw_route)
+        route = self._gx_route(g_y.device, hq.bits == 4, g_y.shape[0], weight.shape[1])
+        return None if route == "reference" else route
 
     def grad_output_bytes(self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec) -> int:
         """Device-memory bytes :meth:`quantize_grad_output` reads and writes (its kernels, not the minimum)."""

@@ -11,8 +11,8 @@ too. One process, one machine, so the ratios compare like with like.
 
 On a CUDA device with the kernels built, ``hot_real`` is the same with the real backend (its kernels take a few µs
 at these shapes, so the loop is bound by the host), and ``real_stages_us`` the host time of each call of its
-backward (:func:`hot.bench.latency._hot`'s stages; ``hot``: both chains in order) at one such layer: where an eager
-HOT step spends its CPU.
+backward (:func:`hot.bench.latency._hot`'s stages; ``hot``: both chains call by call; ``layer_gradients``: the
+one call an eager backward makes, with the bias gradient) at one such layer: where an eager HOT step spends its CPU.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from torch import nn
 from ..backends import create_backend, real_available
 from ..config import HOTConfig
 from ..convert import convert
+from ..hla import hla_windows
+from ..methods import Keys, layer_specs
 from ..results import environment, write_json_atomic
 
 LAYERS, ROUNDS, STEPS = 10, 5, 200
@@ -76,7 +78,13 @@ def real_stages(x: torch.Tensor) -> dict[str, float]:
     tokens = x.shape[-2]
     g_y = torch.randn(tokens, x.shape[-1], device=x.device)
     weight = torch.randn(x.shape[-1], x.shape[-1], device=x.device)
-    stages = _hot(create_backend(HOTConfig(backend="real"), x.device), g_y, weight, x.detach()[0], tokens)
+    backend = create_backend(HOTConfig(backend="real"), x.device)
+    stages = _hot(backend, g_y, weight, x.detach()[0], tokens)
+    specs = layer_specs(HOTConfig(hla_blocking="paper"), weight.shape[0], hla_windows(tokens, "paper"), Keys(0, 0, 0))
+    x_codes = backend.hla_quantize(x.detach()[0], specs.input_hla)
+    stages["layer_gradients"] = lambda: backend.layer_gradients(
+        g_y, weight, lambda: x_codes, specs.grad_output, specs.grad_output_hla, torch.float32, True
+    )
     return {name: _per_call_us(fn) for name, fn in stages.items()}
 
 

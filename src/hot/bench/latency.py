@@ -61,7 +61,8 @@ def _hot(backend: Any, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, toke
     a, b, gq, xq = quant_gy(), quant_w(), hla_gy(), hla_x()
 
     def full() -> tuple:
-        # as a training backward runs them (HOTMethod.backward_gemms): the g_w chain beside the g_x chain
+        # as a captured training backward runs them (Backend.layer_gradients in a CUDA graph): the g_w chain beside
+        # the g_x chain
         return backend.gradients(
             g_y,
             hq,

@@ -138,6 +138,11 @@ def test_comparison_lines_show_old_new_ratio_and_the_flags() -> None:
     ]
     gone = next(line for line in lines if line.startswith("step.hot_compile.step_ms "))
     assert gone.endswith("not measured now")
+    new["step"]["variants"]["bf16"]["step_ms_spread"] = 0.32  # a host-bound run's steps wander
+    lines = report.comparison_lines(report.compare(old, new), "kernels/results/old.json", old, new)
+    row = next(line for line in lines if line.startswith("step.bf16.step_ms "))
+    assert row.endswith("REGRESSED (a run UNSTEADY)")
+    assert not next(line for line in lines if line.startswith("step.bf16.peak_memory_gib ")).endswith("UNSTEADY)")
 
 
 def _save(directory: Path, name: str, payload: dict) -> Path:

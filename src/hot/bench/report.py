@@ -228,6 +228,17 @@ def settings_differences(old: dict[str, Any], new: dict[str, Any]) -> dict[str, 
     return {k: (a.get(k), b.get(k)) for k in COMPARED_SETTINGS if a.get(k) != b.get(k)}
 
 
+def _unsteady(payload: dict[str, Any], metric: str) -> bool:
+    """Whether ``metric`` is a step time whose variant's steps spread by more than UNSTEADY_SPREAD in ``payload``."""
+    kind, _, rest = metric.partition(".")
+    variant, _, key = rest.rpartition(".")
+    if kind != "step" or key != "step_ms":
+        return False
+    entry = payload.get("step", {}).get("variants", {}).get(variant)
+    spread = entry.get("step_ms_spread") if isinstance(entry, dict) else None
+    return isinstance(spread, int | float) and spread > UNSTEADY_SPREAD
+
+
 def comparison_lines(
     rows: Iterable[dict[str, Any]], against: str, old: dict[str, Any], new: dict[str, Any]
 ) -> list[str]:
@@ -247,6 +258,8 @@ def comparison_lines(
     for r in rows:
         flag = "not measured now" if r["new"] is None else "new" if r["old"] is None else ""
         flag = "REGRESSED" if r["regressed"] else flag
+        if _unsteady(old, r["metric"]) or _unsteady(new, r["metric"]):
+            flag = f"{flag} (a run UNSTEADY)".lstrip()  # its median moves with the machine: compare with care
         lines.append(
             f"{r['metric']:<34} {number(r['old']):>10} {number(r['new']):>10} {number(r['ratio']):>8}  {flag}".rstrip()
         )

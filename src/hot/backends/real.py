@@ -284,10 +284,16 @@ class RealBackend:
         a, b_t = _aligned(a_codes), _aligned(b_codes.t())  # b_t (I, O): K contiguous; hq_quantize_weight's as is
         if route == "fp8":
             return self.ops.fp8_matmul(a, _flat(a_scale), b_t, _flat(b_scale), spec.block, out_dtype)
+        return self._integer_product(a, b_t, a_scale, b_scale, float(spec.block), route).to(out_dtype)
+
+    def _integer_product(
+        self, a: torch.Tensor, b_t: torch.Tensor, row: torch.Tensor, col: torch.Tensor, divisor: float, route: str
+    ) -> torch.Tensor:
+        """(a · b_tᵀ) dequantised, float32: the compiled ops' integer GEMM of ``route``, or the exact float64
+        product on the ``reference`` route."""
         if route == "reference":
-            acc = _reference_acc(a, b_t.t())
-            return self.ops.dequantize(acc, _flat(a_scale), _flat(b_scale), float(spec.block)).to(out_dtype)
-        return self.ops.int_matmul(a, b_t, a_scale, b_scale, float(spec.block), route).to(out_dtype)
+            return self.ops.dequantize(_reference_acc(a, b_t.t()), _flat(row), _flat(col), divisor)
+        return self.ops.int_matmul(a, b_t, row, col, divisor, route)
 
     def _gx_route(self, device: torch.device, narrow: bool, m: int, n: int) -> str:
         """The g_x GEMM for (m, K) · (K, n) codes on ``device``, 4-bit on both sides where ``narrow``: ``fp8``
@@ -512,10 +518,7 @@ class RealBackend:
         a = _aligned(g_codes.t())  # (O, R): K contiguous; a no-op for hla_quantize's codes
         b_t = _aligned(x_codes.t())  # (I, R)
         route = self._gw_route(a.device, o, r, i)
-        if route == "reference":
-            acc = _reference_acc(a, b_t.t())
-            return self.ops.dequantize(acc, _flat(g_scale), _flat(x_scale), float(spec.windows.block))
-        return self.ops.int_matmul(a, b_t, g_scale, x_scale, float(spec.windows.block), route)
+        return self._integer_product(a, b_t, g_scale, x_scale, float(spec.windows.block), route)
 
     def _gw_route(self, device: torch.device, o: int, r: int, i: int) -> str:
         """The g_w GEMM for (o, r) · (r, i) int8 codes on ``device``: ``int8_sm90`` (CUTLASS sm_90a), ``int8_lt``

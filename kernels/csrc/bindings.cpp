@@ -124,7 +124,8 @@ std::vector<at::Tensor> hq_quantize_grad_output(const at::Tensor& g_y, int64_t b
 }
 
 // (codes_t (I, O) int8 = W's codes transposed, or float8 e4m3 with fp8; scale ()).
-std::vector<at::Tensor> hq_quantize_weight(const at::Tensor& w, int64_t block, int64_t bits, bool fp8) {
+// Q(HT(W)): (codes_t (I, O), scale ()), and with column_scales the FP8 GEMM's column scale vector (I): scale / block.
+std::vector<at::Tensor> quantize_weight(const at::Tensor& w, int64_t block, int64_t bits, bool fp8, bool column_scales) {
   check_cuda(w, "weight");
   TORCH_CHECK_VALUE(w.dim() == 2, "weight must be 2-D (O, I), got ", num(w.dim()), "-D");
   TORCH_CHECK_VALUE(w.numel() > 0, "weight is empty");
@@ -135,12 +136,18 @@ std::vector<at::Tensor> hq_quantize_weight(const at::Tensor& w, int64_t block, i
   auto opts = w.options();
   auto codes_t = at::empty({w.size(1), w.size(0)}, opts.dtype(fp8 ? at::kFloat8_e4m3fn : at::kChar));
   auto scale = at::empty({}, opts.dtype(at::kFloat));
+  auto columns = at::empty({column_scales ? w.size(1) : 0}, opts.dtype(at::kFloat));
   auto partials = at::empty({hot::sawb_partials_size()}, opts.dtype(at::kDouble));
   hot::hq_quantize_weight(w.data_ptr(), type, w.size(0), w.size(1), static_cast<int>(block), qmax, bits == 4, fp8,
                           static_cast<int8_t*>(codes_t.data_ptr()), scale.data_ptr<float>(),
-                          partials.data_ptr<double>(), c10::cuda::getCurrentCUDAStream());
+                          column_scales ? columns.data_ptr<float>() : nullptr, partials.data_ptr<double>(),
+                          c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {codes_t, scale};
+  return column_scales ? std::vector<at::Tensor>{codes_t, scale, columns} : std::vector<at::Tensor>{codes_t, scale};
+}
+
+std::vector<at::Tensor> hq_quantize_weight(const at::Tensor& w, int64_t block, int64_t bits, bool fp8) {
+  return quantize_weight(w, block, bits, fp8, false);
 }
 
 // HLA windows (tokens, prefix, height, width, window_w) checked against L (x C channels): whole samples, a grid
@@ -575,19 +582,23 @@ at::Tensor e4m3_operand(const at::Tensor& codes, int64_t k_pad) {
 // GEMM's epilogue: the reference's (acc · row) · (col / block) up to fp32 rounding of the scale products (measured
 // at most 1.9e-7 relative). Two per-tensor scales are the tensor-wise recipe, taken as they are; otherwise both are
 // row-wise vectors (W's one scale repeated). block is a power of two: · (1 / block) is / block exactly.
-at::Tensor fp8_matmul(const at::Tensor& a, const at::Tensor& row, const at::Tensor& b_t, const at::Tensor& col,
-                      int64_t block, at::ScalarType out_dtype) {
-  const int64_t m = a.size(0), n = b_t.size(0), k_pad = round_up(a.size(1), 16);
-  at::Tensor scale_a, scale_b;
-  if (row.numel() == 1 && col.numel() == 1) {
-    scale_a = row.reshape({});
-    scale_b = (col * (1.0 / static_cast<double>(block))).reshape({});
-  } else {
-    scale_a = (row.numel() == m ? row : row.expand({m}).contiguous()).reshape({m, 1});
-    scale_b = (col.expand({n}) * (1.0 / static_cast<double>(block))).reshape({1, n});
-  }
+// The GEMM itself, its scales as _scaled_mm takes them: both 0-D (tensor-wise) or (M, 1) and (1, N) (row-wise).
+at::Tensor scaled_e4m3_matmul(const at::Tensor& a, const at::Tensor& scale_a, const at::Tensor& b_t,
+                              const at::Tensor& scale_b, at::ScalarType out_dtype) {
+  const int64_t k_pad = round_up(a.size(1), 16);
   return at::_scaled_mm(e4m3_operand(a, k_pad), e4m3_operand(b_t, k_pad).t(), scale_a, scale_b, std::nullopt,
                         std::nullopt, out_dtype, /*use_fast_accum=*/false);
+}
+
+at::Tensor fp8_matmul(const at::Tensor& a, const at::Tensor& row, const at::Tensor& b_t, const at::Tensor& col,
+                      int64_t block, at::ScalarType out_dtype) {
+  const int64_t m = a.size(0), n = b_t.size(0);
+  if (row.numel() == 1 && col.numel() == 1) {
+    return scaled_e4m3_matmul(a, row.reshape({}), b_t, (col * (1.0 / static_cast<double>(block))).reshape({}),
+                              out_dtype);
+  }
+  return scaled_e4m3_matmul(a, (row.numel() == m ? row : row.expand({m}).contiguous()).reshape({m, 1}), b_t,
+                            (col.expand({n}) * (1.0 / static_cast<double>(block))).reshape({1, n}), out_dtype);
 }
 
 // float32 (M, N) = (a · b_tᵀ) dequantised as `dequantize` does: a (M, K), b_t (N, K) int8 codes (e4m3 ones are
@@ -633,11 +644,16 @@ std::vector<at::Tensor> layer_gradients(
   const at::Tensor g = aligned(g_y);
   const auto hq = hq_quantize_grad_output(g, block, gx_bits, per_token, hq_key, gy_fp8, step);
   const auto hla = hla_quantize(g, windows, rows, gw_bits, stochastic, per_channel, hla_key, column_sums, step);
-  const auto w = hq_quantize_weight(aligned(weight), block, gx_bits, w_fp8);
+  const bool fp8_route = gx_route == "fp8";
+  // On the FP8 route W's quantiser also writes the GEMM's column scales (what fp8_matmul makes in a kernel of its own).
+  const auto w = quantize_weight(aligned(weight), block, gx_bits, w_fp8, fp8_route);
   check_hq_matmul(hq[0], hq[1], w[0].t(), w[1], block);
   at::Tensor g_x;
-  if (gx_route == "fp8") {
-    g_x = fp8_matmul(hq[0], hq[1].reshape(-1), w[0], w[1].reshape(-1), block, gx_dtype);
+  if (fp8_route) {
+    const int64_t m = hq[0].size(0), n = w[0].size(0);
+    const bool tensor_wise = hq[1].numel() == 1;  // W's scale is one number: fp8_matmul's tensor-wise case
+    g_x = scaled_e4m3_matmul(hq[0], tensor_wise ? hq[1].reshape({}) : hq[1].reshape({m, 1}), w[0],
+                             tensor_wise ? w[2].narrow(0, 0, 1).reshape({}) : w[2].reshape({1, n}), gx_dtype);
   } else {
     g_x = int_matmul(hq[0], w[0], hq[1], w[1], static_cast<double>(block), gx_route).to(gx_dtype);
   }

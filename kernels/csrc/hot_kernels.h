@@ -27,10 +27,13 @@ void hq_quantize_grad_output(const void* g_y, InType type, int64_t rows, int64_t
 
 // Q(HT(W)) for W (O x I): block Hadamard along O, SAWB per-tensor scale, round-to-nearest-even.
 // codes_t: int8 (I x O) row-major, i.e. W's codes transposed (column-major B of the g_x GEMM), or
-// e4m3 bytes with fp8. partials: scratch of sawb_partials_size() doubles.
+// e4m3 bytes with fp8. partials: scratch of sawb_partials_size() doubles. column_scales, where not null: I
+// floats, each scale / block (exact: block is a power of two), the FP8 g_x GEMM's column scale vector, written by
+// the quantiser so that no elementwise kernel makes it.
 int sawb_partials_size();
 void hq_quantize_weight(const void* w, InType type, int64_t out_rows, int64_t in_cols, int block, int qmax,
-                        bool sawb4, bool fp8, int8_t* codes_t, float* scale, double* partials, cudaStream_t stream);
+                        bool sawb4, bool fp8, int8_t* codes_t, float* scale, float* column_scales, double* partials,
+                        cudaStream_t stream);
 
 // HLA's block: the kernels project 16 slots (tokens) at a time.
 constexpr int kHlaSlots = 16;

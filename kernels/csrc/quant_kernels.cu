@@ -357,7 +357,8 @@ __global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t i
 template <typename T, int N>
 __global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t in_cols,
                                 const double* __restrict__ partials, bool sawb4, int qmax, bool fp8,
-                                int8_t* __restrict__ codes_t, float* __restrict__ scale) {
+                                int8_t* __restrict__ codes_t, float* __restrict__ scale,
+                                float* __restrict__ column_scales) {
   static_assert(3 * kSawbBlocks % kThreads == 0, "the partials are staged in whole rounds of the block");
   __shared__ double staged[3 * kSawbBlocks];
   __shared__ double sums[2];
@@ -378,6 +379,7 @@ __global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < work;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t g = i / in_cols, col = i % in_cols;
+    if (g == 0 && column_scales != nullptr) column_scales[col] = __fmul_rn(s, 1.0f / N);
     float v[N];
     load_column_block<T, N>(w, in_cols, g, col, v);
     butterfly<N>(v);
@@ -391,11 +393,12 @@ __global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t
 
 template <typename T, int N>
 void launch_weight(const T* w, int64_t out_rows, int64_t in_cols, int qmax, bool sawb4, bool fp8, int8_t* codes_t,
-                   float* scale, double* partials, cudaStream_t stream) {
+                   float* scale, float* column_scales, double* partials, cudaStream_t stream) {
   const int64_t groups = out_rows / N;
   sawb_partials<T, N><<<kSawbBlocks, kThreads, 0, stream>>>(w, groups, in_cols, partials);
   weight_quantize<T, N><<<grid_for(groups * in_cols), kThreads, 0, stream>>>(w, groups, in_cols, partials, sawb4,
-                                                                             qmax, fp8, codes_t, scale);
+                                                                             qmax, fp8, codes_t, scale,
+                                                                             column_scales);
 }
 
 // --- g_w path: HLA projection + quantise along tokens ---------------------------------------------
@@ -1169,11 +1172,12 @@ void hq_quantize_grad_output(const void* g_y, InType type, int64_t rows, int64_t
 int sawb_partials_size() { return 3 * kSawbBlocks; }
 
 void hq_quantize_weight(const void* w, InType type, int64_t out_rows, int64_t in_cols, int block, int qmax,
-                        bool sawb4, bool fp8, int8_t* codes_t, float* scale, double* partials, cudaStream_t stream) {
+                        bool sawb4, bool fp8, int8_t* codes_t, float* scale, float* column_scales, double* partials,
+                        cudaStream_t stream) {
   with_input_type(w, type, [&](auto p) {
     with_hadamard_block(block, [&](auto n) {
       launch_weight<element_of<decltype(p)>, decltype(n)::value>(
-          p, out_rows, in_cols, qmax, sawb4, fp8, codes_t, scale, partials, stream);
+          p, out_rows, in_cols, qmax, sawb4, fp8, codes_t, scale, column_scales, partials, stream);
     });
   });
 }

@@ -165,6 +165,26 @@ def test_readme_speed_sentences_state_the_shapes_of_the_committed_measurement() 
     assert "beats fp32" not in text
 
 
+def test_readme_states_the_gpu_time_of_the_committed_measurement() -> None:
+    """The README's launch-hidden (device) times at the paper's shapes are the committed file's, and so is the count
+    of layers where HOT beats fp32 by that measure."""
+    per_sample = _latency_rows(1)
+
+    def spread(key: str) -> str:
+        return f"{min(r[key] for r in per_sample):.1f}–{max(r[key] for r in per_sample):.1f} µs"
+
+    faster = sum(r["hot_device_us"] < r["fp32_device_us"] for r in per_sample)
+    same = all((r["hot_device_us"] < r["fp32_device_us"]) == (r["hot_us"] < r["fp32_us"]) for r in per_sample)
+    assert same, "the README says HOT beats fp32 on the same layers by both measures"
+    stated = (
+        f"HOT takes {spread('hot_device_us')}, fp32 {spread('fp32_device_us')} and bf16 {spread('bf16_device_us')}, "
+        f"and HOT is faster than fp32 on the same {faster} layers"
+    )
+    assert stated in _words(README.read_text(encoding="utf-8")), stated
+    quantiser = [r["hot.hq_quant_w_device_us"] for r in per_sample]
+    assert f"W's quantiser takes {min(quantiser):.0f}–{max(quantiser):.0f} µs" in _words(README.read_text())
+
+
 def test_every_gpu_named_in_a_readme_measurement_has_a_committed_result() -> None:
     """A timing quoted from a GPU stands on a file of kernels/results/ measured on that GPU."""
     gpus = {json.loads(p.read_text()).get("environment", {}).get("gpu") for p in REPO.glob("kernels/results/*.json")}

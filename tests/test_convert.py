@@ -294,3 +294,79 @@ def test_plain_state_dicts_load_strictly_both_ways():
         hot.load_plain_state_dict(converted, {k: v for k, v in other.state_dict().items() if k != "head.bias"})
     layer = hot.convert(nn.Linear(4, 4))
     assert set(hot.state_dict_for_plain(layer)) == {"weight", "bias"}
+
+
+def _small_vit():
+    torch.manual_seed(0)
+    return timm.create_model(
+        "vit_tiny_patch16_224", img_size=32, patch_size=8, depth=2, num_classes=10, embed_dim=64, num_heads=2
+    )
+
+
+def _distinct_saved_bytes(model, x):
+    """Bytes of the distinct non-parameter storages autograd keeps for one forward's backward."""
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen = {}
+
+    def pack(t):
+        key = t.untyped_storage().data_ptr()
+        if key not in params:
+            seen[key] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = model(x)
+    return out, sum(seen.values())
+
+
+@pytest.mark.parametrize("abc", [True, False])
+def test_recomputing_the_mlp_input_keeps_the_gradients_bit_for_bit_and_fewer_bytes(abc):
+    """recompute_mlp_input: fc2 keeps fc1's output (which GELU keeps anyway) instead of its input's codes, and makes
+    them again in the backward: the same gradients over two steps, and each MLP's fc2 codes fewer saved bytes."""
+    x = torch.randn(4, 3, 32, 32)
+    y = torch.randint(0, 10, (4,))
+    runs = {}
+    for recompute in (False, True):
+        model = hot.convert(_small_vit(), HOTConfig(backend="fake", abc=abc, recompute_mlp_input=recompute))
+        fc2s = [m.mlp.fc2 for m in model.blocks]
+        assert all((layer.hot_input_source is not None) == recompute for layer in fc2s)
+        grads = []
+        for _ in range(2):  # a second step: new dither, the same on both sides
+            model.zero_grad()
+            out, nbytes = _distinct_saved_bytes(model, x)
+            nn.functional.cross_entropy(out, y).backward()
+            grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+        runs[recompute] = grads, nbytes, model
+    (plain, plain_bytes, _), (again, again_bytes, model) = runs[False], runs[True]
+    for a, b in zip(plain, again, strict=True):
+        assert a.keys() == b.keys()
+        assert all(torch.equal(a[n], b[n]) for n in a), [n for n in a if not torch.equal(a[n], b[n])]
+    tokens = 4 * (1 + 16)  # batch x (class token + 4x4 patches)
+    fc2_in = model.blocks[0].mlp.fc2.in_features
+    # ABC: int8 codes of 4 samples x (the 4x4 window's 8 kept rows + the class token's 1), one float32 scale;
+    # without ABC fc2 kept its float32 input
+    kept = 4 * (8 + 1) * fc2_in + 4 if abc else tokens * fc2_in * 4
+    assert plain_bytes - again_bytes == len(model.blocks) * kept
+
+
+def test_recompute_mlp_input_pairs_only_plain_mlps_and_unconvert_undoes_it():
+    model = _small_vit()
+    model.blocks[1].mlp.drop1 = nn.Dropout(0.1)  # x is no longer the activation's output
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hot.convert(model, HOTConfig(backend="fake", recompute_mlp_input=True))
+    assert model.blocks[0].mlp.fc2.hot_input_source is not None
+    assert model.blocks[1].mlp.fc2.hot_input_source is None
+    assert "forward" in model.blocks[0].mlp.__dict__ and "forward" not in model.blocks[1].mlp.__dict__
+    twin = copy.deepcopy(model)
+    assert twin.blocks[0].mlp.forward.args[0] is twin.blocks[0].mlp  # the copy's MLP hands its own fc1 output on
+    twin(torch.randn(2, 3, 32, 32)).sum().backward()
+    hot.unconvert(model)
+    assert "forward" not in model.blocks[0].mlp.__dict__
+    assert type(model.blocks[0].mlp.fc2) is nn.Linear and not hasattr(model.blocks[0].mlp.fc2, "hot_input_source")
+
+
+def test_recompute_mlp_input_without_a_qualifying_mlp_warns():
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    with pytest.warns(UserWarning, match="recompute_mlp_input is set but no MLP qualifies"):
+        hot.convert(model, HOTConfig(backend="fake", recompute_mlp_input=True))

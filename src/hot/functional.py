@@ -14,7 +14,9 @@ Under ``torch.autocast`` (what autocast does for linear and conv2d, made explici
 compiled agree): :func:`hot_layer_forward` casts x where autograd sees it, so g_x leaves the backward in
 the dtype the GEMM read, and passes the dtype on for the op to cast W and b. What is saved for backward:
 ``W`` (the parameter itself), the hash step, and for g_w either x or, with ABC, only the method's packed
-codes. Nothing of x is kept for a frozen weight.
+codes; or, where the caller names x's source (``recompute_mlp_input``: an MLP's fc2, whose x is its activation of
+fc1's output), that source tensor, which the activation's backward keeps anyway: the backward makes x and its
+codes again, bit for bit as the forward would have. Nothing of x is kept for a frozen weight.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class HOTLayer(Protocol):
     hot_name: str
     hot_grid: TokenGrid | None
     hot_handle: int
+    hot_input_source: Callable[[torch.Tensor], torch.Tensor] | None  # makes x from a kept tensor, where paired
     weight: torch.Tensor
     bias: torch.Tensor | None
 
@@ -235,30 +238,36 @@ def layer_forward(
     handle: int,
     compute_dtype: torch.dtype | None,
     save: str,
+    source: torch.Tensor | None = None,
 ) -> list[torch.Tensor]:
-    """[y, hash step, *ABC codes]: the layer's exact output, the step its backward uses, what ABC keeps."""
+    """[y, hash step, *ABC codes]: the layer's exact output, the step its backward uses, what ABC keeps.
+    ``source``: what save ``"recompute"`` keeps instead (the tensor the layer's input source makes x from)."""
     return _forward_outputs(x, weight, bias, handle, compute_dtype, save, tracing=False)
 
 
 @layer_forward.register_fake
 def _layer_forward_fake(*args: Any) -> list[torch.Tensor]:
-    return _forward_outputs(*args, tracing=True)
+    return _forward_outputs(*args[:6], tracing=True)
 
 
 def _setup_forward(ctx: Any, inputs: tuple, output: list[torch.Tensor]) -> None:
-    x, weight, bias, handle, _, save = inputs
+    x, weight, bias, handle, _, save, *source = inputs
     _, step, *packed = output
     ctx.handle, ctx.x_shape, ctx.x_dtype, ctx.has_bias = handle, x.shape, x.dtype, bias is not None
-    saved = packed if save == "codes" else [x] if save == "input" else []
-    ctx.save_for_backward(weight, step, *saved)
+    ctx.save = save
+    kept = {"codes": packed, "input": [x], "recompute": source[:1]}
+    ctx.save_for_backward(weight, step, *kept.get(save, []))
 
 
 def _input_gradients(ctx: Any, grads: Sequence[torch.Tensor], backward: Callable[..., list[torch.Tensor]]) -> tuple:
-    """The gradients of the forward's six inputs, from ``backward`` (the op, or the function it runs)."""
+    """The gradients of the forward's inputs, from ``backward`` (the op, or the function it runs): x, W and b's,
+    then None for each other input (six or seven: a traced call may leave out a ``source`` of None)."""
     weight, step, *saved = ctx.saved_tensors
     needs = [bool(n) for n in ctx.needs_input_grad[:3]]
-    g_x, g_w, g_b = backward(grads[0], weight, saved, step, ctx.handle, list(ctx.x_shape), ctx.x_dtype, needs)
-    return g_x if needs[0] else None, g_w if needs[1] else None, g_b if needs[2] else None, None, None, None
+    args = (grads[0], weight, saved, step, ctx.handle, list(ctx.x_shape), ctx.x_dtype, needs, ctx.save)
+    g_x, g_w, g_b = backward(*args)
+    others = (None,) * (len(ctx.needs_input_grad) - 3)
+    return g_x if needs[0] else None, g_w if needs[1] else None, g_b if needs[2] else None, *others
 
 
 def _backward(ctx: Any, grads: list[torch.Tensor]) -> tuple:
@@ -281,15 +290,20 @@ def _backward_outputs(
     x_shape: list[int],
     x_dtype: torch.dtype,
     needs: list[bool],
+    save: str,
 ) -> list[torch.Tensor]:
-    """[g_x, g_w, g_b] of one layer, an empty tensor for each one ``needs`` does not ask for."""
+    """[g_x, g_w, g_b] of one layer, an empty tensor for each one ``needs`` does not ask for; ``save`` says
+    what ``saved`` holds (:func:`hot_layer_forward`)."""
     layer = _layer(handle)
     conv = _is_conv(layer)
     g2d = _grad_output_2d(layer, g_y)
     windows = _windows(layer, torch.Size(x_shape), g_y.shape)
     keys = _keys(layer, step)
     packed: tuple = ()
-    if needs[1] and saved:
+    if needs[1] and saved and save == "recompute":
+        rows = _input_2d(layer, _recomputed_input(layer, saved[0], x_dtype))
+        packed = layer.hot_method.pack_input(rows, windows, keys) if layer.hot_config.abc else (rows,)
+    elif needs[1] and saved:
         packed = tuple(saved) if layer.hot_config.abc else (_input_2d(layer, saved[0]),)
     w2d = weight.reshape(weight.shape[0], -1) if needs[0] else None
     # Conv's g_x is folded (overlapping columns summed) in float32.
@@ -322,6 +336,7 @@ def _layer_backward_fake(
     x_shape: list[int],
     x_dtype: torch.dtype,
     needs: list[bool],
+    _save: str,
 ) -> list[torch.Tensor]:
     empty = g_y.new_empty(0)
     g_x = g_y.new_empty(x_shape, dtype=x_dtype) if needs[0] else empty
@@ -337,7 +352,7 @@ class _EagerLayer(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, *inputs: Any) -> tuple[torch.Tensor, ...]:
-        output = _forward_outputs(*inputs, tracing=False)
+        output = _forward_outputs(*inputs[:6], tracing=False)
         _setup_forward(ctx, inputs, output)
         ctx.mark_non_differentiable(*output[1:])
         return tuple(output)
@@ -347,9 +362,17 @@ class _EagerLayer(torch.autograd.Function):
         return _input_gradients(ctx, grads, _backward_outputs)
 
 
-def hot_layer_forward(layer: HOTLayer, x: torch.Tensor) -> torch.Tensor:
+def _recomputed_input(layer: HOTLayer, source: torch.Tensor, x_dtype: torch.dtype) -> torch.Tensor:
+    """x as the forward read it, made again from its source by the layer's ``hot_input_source`` (an elementwise
+    activation, which autocast leaves alone) and the forward's cast."""
+    with torch.no_grad():
+        return _cast(layer.hot_input_source(source), x_dtype)
+
+
+def hot_layer_forward(layer: HOTLayer, x: torch.Tensor, source: torch.Tensor | None = None) -> torch.Tensor:
     """The layer's output through ``hot::layer_forward`` (its backward is HOT's); eagerly, through the same
-    functions without the op dispatch (:class:`_EagerLayer`)."""
+    functions without the op dispatch (:class:`_EagerLayer`). ``source``: the tensor x was made from by the
+    layer's ``hot_input_source``, kept for g_w in place of x or its codes."""
     device = x.device.type
     autocast = device in _AUTOCAST_DEVICES and torch.is_autocast_enabled(device)
     dtype = torch.get_autocast_dtype(device) if autocast else None
@@ -358,11 +381,13 @@ def hot_layer_forward(layer: HOTLayer, x: torch.Tensor) -> torch.Tensor:
     x = _cast(x, dtype)
     if not layer.weight.requires_grad:
         save = "none"
+    elif source is not None:
+        save = "recompute"
     elif layer.hot_config.abc:
         save = "codes"
     else:
         save = "input"
-    args = (x, layer.weight, layer.bias, layer.hot_handle, dtype, save)
+    args = (x, layer.weight, layer.bias, layer.hot_handle, dtype, save, source)
     if torch.compiler.is_compiling() or x.device.type == "meta":
         return layer_forward(*args)[0]
     return _EagerLayer.apply(*args)[0]

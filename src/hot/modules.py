@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -22,6 +23,8 @@ class HOTLayerMixin:
     hot_state: LayerState
     hot_name: str  # the qualified name it replaced, for messages
     hot_grid: TokenGrid | None  # a Linear's token grid (prefix + H×W), where hot.convert knew it
+    # what makes x again from a tensor kept for the backward (hot.convert's recompute_mlp_input pairing)
+    hot_input_source: Callable[[torch.Tensor], torch.Tensor] | None = None
     weight: nn.Parameter
 
     def _init_hot(self, config: HOTConfig, index: int) -> None:
@@ -31,6 +34,7 @@ class HOTLayerMixin:
         self.hot_handle = register_layer(self)
         self.hot_name = ""
         self.hot_grid = None
+        self.hot_input_source = None
         self._place_step()
 
     def _place_step(self) -> None:
@@ -77,7 +81,7 @@ class HOTLayerMixin:
 
 # A layer's LQS decision in its extra state: none yet, per-token or per-tensor g_x scales.
 EXTRA_STATE_DECISIONS = (None, "per_token", "per_tensor")
-_HOT_ATTRIBUTES = ("hot_config", "hot_method", "hot_state", "hot_handle", "hot_name", "hot_grid")
+_HOT_ATTRIBUTES = ("hot_config", "hot_method", "hot_state", "hot_handle", "hot_name", "hot_grid", "hot_input_source")
 # Module state held in dicts of its own: the new module gets copies (a change to one does not reach the other).
 _OWN_DICTS = ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set")
 
@@ -105,9 +109,11 @@ class HOTLinear(HOTLayerMixin, nn.Linear):
     def to_float(self) -> nn.Linear:
         return _recast(self, nn.Linear)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, hot_source: torch.Tensor | None = None) -> torch.Tensor:
+        """``hot_source``: the tensor x was made from by ``hot_input_source`` (:func:`hot.convert` pairs them), kept
+        for the backward in place of x or its codes."""
         if self._uses_hot_backward(x):
-            return hot_layer_forward(self, x)
+            return hot_layer_forward(self, x, hot_source if self.hot_input_source is not None else None)
         return F.linear(x, self.weight, self.bias)
 
 

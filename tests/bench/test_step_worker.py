@@ -32,6 +32,7 @@ def test_a_fresh_process_measures_what_the_same_variant_measures_in_process() ->
         "converted_layers": 6,
         "converted_by_type": {"HOTConv2d": 1, "HOTLinear": 5},
         "head_converted": True,
+        "recomputed_inputs": 0,
     }
     assert fresh["lqs"]["none"] == 1 and fresh["lqs"]["per_token"] + fresh["lqs"]["per_tensor"] == 5
 
@@ -40,6 +41,12 @@ def test_hot_nohead_leaves_the_classifier_exact() -> None:
     r = step.step_variant("hot_nohead", 2, 1, 0, 0, HOT, device="cpu", model_kwargs=TINY_VIT)
     assert r["hot"]["converted_layers"] == 5 and r["hot"]["head_converted"] is False
     assert r["hot"]["converted_by_type"] == {"HOTConv2d": 1, "HOTLinear": 4}
+
+
+def test_hot_recompute_pairs_every_mlp_fc2_with_its_activation() -> None:
+    r = step.step_variant("hot_recompute", 2, 1, 0, 0, HOT, device="cpu", model_kwargs=TINY_VIT)
+    assert r["hot"]["config"]["recompute_mlp_input"] is True
+    assert r["hot"]["recomputed_inputs"] == TINY_VIT["depth"] and r["hot"]["converted_layers"] == 6
 
 
 def test_the_worker_records_its_own_error_and_exits_1(tmp_path: Path) -> None:

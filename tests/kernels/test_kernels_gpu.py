@@ -1210,3 +1210,50 @@ def test_lora_with_hot_on_frozen_and_decomposed_weights_real_equals_fake(kernel_
     assert max(rel.values()) < 1e-3, sorted(rel.items(), key=lambda kv: -kv[1])[:5]
     diffs = [abs(a - b) / abs(b) for a, b in zip(real_losses, fake_losses, strict=True)]
     assert max(diffs) < 1e-3, (real_losses, fake_losses)
+
+
+@pytest.mark.parametrize("mode", ["eager", "reduce-overhead"])
+def test_recomputed_mlp_inputs_equal_the_saved_codes_on_the_gpu(kernel_backend, mode: str) -> None:
+    """recompute_mlp_input with the real backend, under bf16 autocast: each ViT MLP's fc2 makes its input's codes
+    again in the backward from fc1's output, and three steps (eagerly, or under CUDA graphs) give the gradients of a
+    twin that keeps the codes, bit for bit; the saved bytes shrink by fc2's codes."""
+    import copy
+
+    import timm
+    import torch._dynamo as dynamo
+
+    from hot import convert
+
+    torch.manual_seed(0)
+    net = timm.create_model("vit_tiny_patch16_224", img_size=64, patch_size=8, depth=2, num_classes=10).to(CUDA)
+    keeps = convert(copy.deepcopy(net), HOTConfig(backend="real", abc=True))
+    recomputes = convert(net, HOTConfig(backend="real", abc=True, recompute_mlp_input=True))
+    assert all(block.mlp.fc2.hot_input_source is not None for block in recomputes.blocks)
+    x = _randn(4 * 3 * 64, 64, seed=5).to(CUDA).reshape(4, 3, 64, 64)
+    run = recomputes if mode == "eager" else torch.compile(recomputes, mode="reduce-overhead")
+    dynamo.reset()
+    for _ in range(3):
+        for model, forward in ((keeps, keeps), (recomputes, run)):
+            model.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                out = forward(x)
+            out.float().square().mean().backward()
+        for (name, a), b in zip(keeps.named_parameters(), recomputes.parameters(), strict=True):
+            assert torch.equal(a.grad, b.grad), name
+
+    def saved(model: torch.nn.Module) -> int:
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        seen: dict[int, int] = {}
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            if t.untyped_storage().data_ptr() not in params:
+                seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), torch.autocast("cuda", dtype=torch.bfloat16):
+            model(x)
+        return sum(seen.values())
+
+    if mode == "eager":
+        codes = 4 * (4 * 8 + 1) * recomputes.blocks[0].mlp.fc2.in_features  # 8x8 grid: 4 windows' 8 rows, class token
+        assert saved(keeps) - saved(recomputes) >= len(recomputes.blocks) * codes

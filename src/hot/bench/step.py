@@ -20,7 +20,8 @@ from .report import step_spread
 STEP_MODEL = "vit_base_patch16_224"
 STEP_CLASSES = 100
 # *_compile: torch.compile's default mode; *_graphs: mode="reduce-overhead" (CUDA graphs, no per-kernel host
-# work). hot_nohead: HOT eager with the classifier left exact, as torchao_float8 leaves it.
+# work). hot_nohead: HOT eager with the classifier left exact, as torchao_float8 leaves it. hot_recompute*: HOT with
+# recompute_mlp_input (each MLP's fc2 makes its input's codes again in its backward).
 STEP_VARIANTS = (
     "bf16",
     "bf16_compile",
@@ -30,6 +31,8 @@ STEP_VARIANTS = (
     "hot_compile",
     "hot_graphs",
     "hot_nohead",
+    "hot_recompute",
+    "hot_recompute_graphs",
 )
 COMPILE_MODES = {"_compile": "default", "_graphs": "reduce-overhead"}
 
@@ -153,6 +156,7 @@ def _convert_hot(net: nn.Module, config: HOTConfig, keep_head: bool) -> dict[str
         "converted_layers": len(layers),
         "converted_by_type": dict(Counter(type(layer).__name__ for layer in layers.values())),
         "head_converted": any(_is_head(name) for name in layers),
+        "recomputed_inputs": sum(layer.hot_input_source is not None for layer in layers.values()),
     }
 
 
@@ -192,6 +196,8 @@ def step_variant(
         convert_to_float8_training(net, module_filter_fn=_torchao_filter, config=config)
     elif variant.startswith("hot"):
         config = hot or HOTConfig(backend="real", abc=True, lqs=True, seed=seed)
+        if "recompute" in variant:
+            config = config.replace(recompute_mlp_input=True)
         converted = _convert_hot(net, config, keep_head=variant == "hot_nohead")
         lqs_ = config.lqs
     net = net.to(device).train()

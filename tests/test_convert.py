@@ -320,16 +320,18 @@ def _distinct_saved_bytes(model, x):
 
 
 @pytest.mark.parametrize("abc", [True, False])
-def test_recomputing_the_mlp_input_keeps_the_gradients_bit_for_bit_and_fewer_bytes(abc):
-    """recompute_mlp_input: fc2 keeps fc1's output (which GELU keeps anyway) instead of its input's codes, and makes
-    them again in the backward: the same gradients over two steps, and each MLP's fc2 codes fewer saved bytes."""
+def test_recomputed_inputs_keep_the_gradients_bit_for_bit_and_fewer_bytes(abc):
+    """recompute_inputs: qkv and fc1 keep their LayerNorm's input, fc2 fc1's output (which the norm and GELU keep
+    anyway) instead of their inputs or codes, and make them again in the backward: the same gradients over two
+    steps, and each of the three layers' codes (or inputs) fewer saved bytes."""
     x = torch.randn(4, 3, 32, 32)
     y = torch.randint(0, 10, (4,))
     runs = {}
     for recompute in (False, True):
-        model = hot.convert(_small_vit(), HOTConfig(backend="fake", abc=abc, recompute_mlp_input=recompute))
-        fc2s = [m.mlp.fc2 for m in model.blocks]
-        assert all((layer.hot_input_source is not None) == recompute for layer in fc2s)
+        model = hot.convert(_small_vit(), HOTConfig(backend="fake", abc=abc, recompute_inputs=recompute))
+        paired = [layer for b in model.blocks for layer in (b.attn.qkv, b.mlp.fc1, b.mlp.fc2)]
+        assert all((layer.hot_input_source is not None) == recompute for layer in paired)
+        assert model.head.hot_input_source is None and all(b.attn.proj.hot_input_source is None for b in model.blocks)
         grads = []
         for _ in range(2):  # a second step: new dither, the same on both sides
             model.zero_grad()
@@ -342,31 +344,41 @@ def test_recomputing_the_mlp_input_keeps_the_gradients_bit_for_bit_and_fewer_byt
         assert a.keys() == b.keys()
         assert all(torch.equal(a[n], b[n]) for n in a), [n for n in a if not torch.equal(a[n], b[n])]
     tokens = 4 * (1 + 16)  # batch x (class token + 4x4 patches)
-    fc2_in = model.blocks[0].mlp.fc2.in_features
-    # ABC: int8 codes of 4 samples x (the 4x4 window's 8 kept rows + the class token's 1), one float32 scale;
-    # without ABC fc2 kept its float32 input
-    kept = 4 * (8 + 1) * fc2_in + 4 if abc else tokens * fc2_in * 4
+    block = model.blocks[0]
+    channels = block.attn.qkv.in_features + block.mlp.fc1.in_features + block.mlp.fc2.in_features
+    # ABC: int8 codes of 4 samples x (the 4x4 window's 8 kept rows + the class token's 1) and a float32 scale a
+    # layer; without ABC each layer kept its float32 input
+    kept = 4 * (8 + 1) * channels + 3 * 4 if abc else tokens * channels * 4
     assert plain_bytes - again_bytes == len(model.blocks) * kept
 
 
-def test_recompute_mlp_input_pairs_only_plain_mlps_and_unconvert_undoes_it():
+def test_recompute_inputs_pairs_only_layers_fed_by_their_source_and_unconvert_undoes_it():
+    import pickle
+
     model = _small_vit()
-    model.blocks[1].mlp.drop1 = nn.Dropout(0.1)  # x is no longer the activation's output
+    model.blocks[1].mlp.drop1 = nn.Dropout(0.1)  # fc2's input is no longer the activation's output
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        hot.convert(model, HOTConfig(backend="fake", recompute_mlp_input=True))
-    assert model.blocks[0].mlp.fc2.hot_input_source is not None
-    assert model.blocks[1].mlp.fc2.hot_input_source is None
-    assert "forward" in model.blocks[0].mlp.__dict__ and "forward" not in model.blocks[1].mlp.__dict__
-    twin = copy.deepcopy(model)
-    assert twin.blocks[0].mlp.forward.args[0] is twin.blocks[0].mlp  # the copy's MLP hands its own fc1 output on
-    twin(torch.randn(2, 3, 32, 32)).sum().backward()
+        hot.convert(model, HOTConfig(backend="fake", recompute_inputs=True))
+    first, second = model.blocks
+    assert first.mlp.fc2.hot_input_source is not None and second.mlp.fc2.hot_input_source is None
+    assert second.attn.qkv.hot_input_source is not None and second.mlp.fc1.hot_input_source is not None
+    assert "forward" in first.mlp.__dict__ and "forward" not in second.mlp.__dict__
+    assert "forward" in first.norm1.__dict__ and "forward" in second.norm2.__dict__
+    for twin in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        block = twin.blocks[0]
+        assert block.mlp.forward.args == (block.mlp,) and block.norm1.forward.args == (block.norm1, block.attn.qkv)
+        twin(torch.randn(2, 3, 32, 32)).sum().backward()
+        assert all(b.attn.qkv.hot_pending_source is None for b in twin.blocks)  # nothing left holding a tensor
+    with torch.no_grad():
+        model(torch.randn(2, 3, 32, 32))
+    assert all(b.attn.qkv.hot_pending_source is None for b in model.blocks)
     hot.unconvert(model)
-    assert "forward" not in model.blocks[0].mlp.__dict__
-    assert type(model.blocks[0].mlp.fc2) is nn.Linear and not hasattr(model.blocks[0].mlp.fc2, "hot_input_source")
+    assert not any("forward" in m.__dict__ for m in model.modules())
+    assert type(first.mlp.fc2) is nn.Linear and not hasattr(first.mlp.fc2, "hot_input_source")
 
 
-def test_recompute_mlp_input_without_a_qualifying_mlp_warns():
+def test_recompute_inputs_without_a_qualifying_layer_warns():
     model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
-    with pytest.warns(UserWarning, match="recompute_mlp_input is set but no MLP qualifies"):
-        hot.convert(model, HOTConfig(backend="fake", recompute_mlp_input=True))
+    with pytest.warns(UserWarning, match="recompute_inputs is set but no HOT layer qualifies"):
+        hot.convert(model, HOTConfig(backend="fake", recompute_inputs=True))

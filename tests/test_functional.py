@@ -68,12 +68,12 @@ def train(net: nn.Module, x: torch.Tensor, steps: int, compiled: bool, amp: bool
 
 @pytest.mark.parametrize("amp", [False, True], ids=["fp32", "bf16_autocast"])
 def test_recomputed_mlp_inputs_compile_to_one_graph_and_train_as_the_saved_codes_do(amp):
-    """recompute_mlp_input under torch.compile: one graph, and the same losses and weights bit for bit as eager
+    """recompute_inputs under torch.compile: one graph, and the same losses and weights bit for bit as eager
     training that keeps fc2's codes (also under bf16 autocast, where fc2 reads GELU's bf16 output)."""
     torch.manual_seed(0)
     eager = hot.convert(small_vit().train(), preset("hot_abc"))
     torch.manual_seed(0)
-    compiled = hot.convert(small_vit().train(), preset("hot_abc").replace(recompute_mlp_input=True))
+    compiled = hot.convert(small_vit().train(), preset("hot_abc").replace(recompute_inputs=True))
     x = torch.randn(MODELS["vit"][1])
     dynamo.reset()
     explained = dynamo.explain(compiled)(x)

@@ -57,11 +57,11 @@ class HOTConfig:
     side_stream: in a CUDA graph (``torch.compile(mode="reduce-overhead")``, ``torch.cuda.graph``), the ``real``
         backend queues a backward's g_w chain on a second CUDA stream beside its g_x chain (the same kernels on
         the same inputs: the same bits); eager backwards, and all of them when off, run both on one stream.
-    recompute_mlp_input: in a timm-style MLP (fc1, activation, fc2, no dropout between), fc2's forward keeps
-        nothing of its input for g_w: its backward makes the input again from fc1's output, which the
-        activation's backward keeps anyway, and then its codes. The gradients are the same bit for bit; at
-        ViT-B/16 batch 128 with ABC about 0.59 GB less at the memory peak, for one activation a backward.
-        Set at :func:`hot.convert`, which pairs each such fc2 with its activation.
+    recompute_inputs: a HOT layer whose input is made by a module that keeps its own input for its backward
+        anyway (in timm's vision transformers: an MLP's fc2 after its activation, qkv and fc1 after their
+        LayerNorms) keeps that input instead of x's codes, and its backward makes x and the codes again
+        (:mod:`hot.recompute`): eagerly the same gradients bit for bit, for one LayerNorm or activation a
+        backward. Set at :func:`hot.convert`, which pairs the layers with their sources.
     """
 
     method: str = "hot"
@@ -82,7 +82,7 @@ class HOTConfig:
     gemm: str = "auto"
     fused_grad_output: bool = False
     side_stream: bool = True
-    recompute_mlp_input: bool = False
+    recompute_inputs: bool = False
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):  # exact types: a string 'no' is no bool, 4.0 no bit width

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-import functools
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -14,6 +13,7 @@ from torch import nn
 from .config import HOTConfig
 from .hla import TokenGrid
 from .modules import HOTConv2d, HOTLayerMixin, HOTLinear, conv_supported
+from .recompute import pair_input_sources, unpair_input_sources
 
 ModuleFilterFn = Callable[[nn.Module, str], bool]
 _EXTRA_STATE = "_extra_state"  # torch's state-dict key of a module's get_extra_state()
@@ -110,11 +110,11 @@ def convert(
             return layer
         _set_submodule(model, name, layer)
         index += 1
-    if config.recompute_mlp_input and not pair_mlp_inputs(model):
+    if config.recompute_inputs and not pair_input_sources(model):
         warnings.warn(
-            "recompute_mlp_input is set but no MLP qualifies (a timm Mlp whose fc2 is a HOT layer, its activation "
-            f"one of {', '.join(t.__name__ for t in _RECOMPUTABLE_ACTIVATIONS)} and not in place, no dropout or "
-            "norm between): every fc2 keeps its input's codes",
+            "recompute_inputs is set but no HOT layer qualifies (the fc2 of a timm Mlp with an elementwise "
+            "activation and no dropout or norm between, or the qkv / fc1 of a timm Block after its LayerNorm): "
+            "every layer keeps its input's codes",
             UserWarning,
             stacklevel=2,
         )
@@ -127,57 +127,6 @@ def convert(
             stacklevel=2,
         )
     return model
-
-
-# Elementwise, deterministic, and left alone by autocast (no autocast op list holds them): their output made again
-# in the backward, outside autocast, has the forward's bits.
-_RECOMPUTABLE_ACTIVATIONS = (nn.GELU, nn.ReLU, nn.SiLU, nn.Tanh, nn.Sigmoid, nn.Mish, nn.Hardswish, nn.LeakyReLU)
-
-
-def _is_identity(mod: nn.Module) -> bool:
-    return type(mod) is nn.Identity or (type(mod) is nn.Dropout and mod.p == 0.0)
-
-
-def _recomputable_mlp(mod: nn.Module) -> bool:
-    """A timm ``Mlp`` (fc1, act, drop1, norm, fc2, drop2) whose fc2 is a HOT layer reading act(fc1's output)."""
-    if type(mod).__name__ != "Mlp" or not type(mod).__module__.startswith("timm."):
-        return False
-    act, fc2 = getattr(mod, "act", None), getattr(mod, "fc2", None)
-    return (
-        isinstance(fc2, HOTLinear)
-        and type(act) in _RECOMPUTABLE_ACTIVATIONS
-        and not getattr(act, "inplace", False)
-        and _is_identity(getattr(mod, "drop1", None) or nn.Dropout(1.0))
-        and _is_identity(getattr(mod, "norm", None) or nn.Dropout(1.0))
-    )
-
-
-def _recomputing_mlp_forward(mlp: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """timm's ``Mlp.forward`` (its dropout and norm between the layers are identities), with fc2 keeping fc1's
-    output, which the activation's backward keeps too, in place of its own input."""
-    h = mlp.fc1(x)
-    return mlp.drop2(mlp.fc2(mlp.act(h), hot_source=h))
-
-
-def pair_mlp_inputs(model: nn.Module) -> int:
-    """For ``recompute_mlp_input``: each qualifying MLP's fc2 makes its input again from fc1's output in its
-    backward (its ``hot_input_source`` is the activation), and the MLP's forward hands fc1's output to fc2. Returns
-    how many MLPs are paired (ones paired before included). :func:`unconvert` undoes it."""
-    paired = 0
-    for mod in model.modules():
-        if not _recomputable_mlp(mod):
-            continue
-        mod.fc2.hot_input_source = mod.act.forward
-        mod.forward = functools.partial(_recomputing_mlp_forward, mod)
-        paired += 1
-    return paired
-
-
-def _unpair_mlp_inputs(model: nn.Module) -> None:
-    for mod in model.modules():
-        forward = mod.__dict__.get("forward")
-        if isinstance(forward, functools.partial) and forward.func is _recomputing_mlp_forward:
-            del mod.forward
 
 
 def model_token_grid(model: nn.Module) -> TokenGrid | None:
@@ -197,7 +146,7 @@ def unconvert(model: nn.Module) -> nn.Module:
     rounding-hash step counters and LQS decisions (a later :func:`convert` starts them afresh)."""
     if isinstance(model, HOTLayerMixin):
         return model.to_float()
-    _unpair_mlp_inputs(model)
+    unpair_input_sources(model)
     for name, mod in list(hot_layers(model)):
         _set_submodule(model, name, mod.to_float())
     return model

@@ -14,9 +14,9 @@ Under ``torch.autocast`` (what autocast does for linear and conv2d, made explici
 compiled agree): :func:`hot_layer_forward` casts x where autograd sees it, so g_x leaves the backward in
 the dtype the GEMM read, and passes the dtype on for the op to cast W and b. What is saved for backward:
 ``W`` (the parameter itself), the hash step, and for g_w either x or, with ABC, only the method's packed
-codes; or, where the caller names x's source (``recompute_mlp_input``: an MLP's fc2, whose x is its activation of
-fc1's output), that source tensor, which the activation's backward keeps anyway: the backward makes x and its
-codes again, bit for bit as the forward would have. Nothing of x is kept for a frozen weight.
+codes; or, where x has a source (``recompute_inputs``: a LayerNorm or activation that made x from a tensor its
+own backward keeps anyway, :mod:`hot.recompute`), that tensor: the backward makes x and its codes again, under the
+forward's autocast, as the forward would have. Nothing of x is kept for a frozen weight.
 """
 
 from __future__ import annotations
@@ -254,7 +254,7 @@ def _setup_forward(ctx: Any, inputs: tuple, output: list[torch.Tensor]) -> None:
     x, weight, bias, handle, _, save, *source = inputs
     _, step, *packed = output
     ctx.handle, ctx.x_shape, ctx.x_dtype, ctx.has_bias = handle, x.shape, x.dtype, bias is not None
-    ctx.save = save
+    ctx.save, ctx.compute_dtype = save, inputs[4]
     kept = {"codes": packed, "input": [x], "recompute": source[:1]}
     ctx.save_for_backward(weight, step, *kept.get(save, []))
 
@@ -265,6 +265,7 @@ def _input_gradients(ctx: Any, grads: Sequence[torch.Tensor], backward: Callable
     weight, step, *saved = ctx.saved_tensors
     needs = [bool(n) for n in ctx.needs_input_grad[:3]]
     args = (grads[0], weight, saved, step, ctx.handle, list(ctx.x_shape), ctx.x_dtype, needs, ctx.save)
+    args += (ctx.compute_dtype,)
     g_x, g_w, g_b = backward(*args)
     others = (None,) * (len(ctx.needs_input_grad) - 3)
     return g_x if needs[0] else None, g_w if needs[1] else None, g_b if needs[2] else None, *others
@@ -291,9 +292,10 @@ def _backward_outputs(
     x_dtype: torch.dtype,
     needs: list[bool],
     save: str,
+    compute_dtype: torch.dtype | None,
 ) -> list[torch.Tensor]:
     """[g_x, g_w, g_b] of one layer, an empty tensor for each one ``needs`` does not ask for; ``save`` says
-    what ``saved`` holds (:func:`hot_layer_forward`)."""
+    what ``saved`` holds (:func:`hot_layer_forward`), ``compute_dtype`` the forward's autocast dtype."""
     layer = _layer(handle)
     conv = _is_conv(layer)
     g2d = _grad_output_2d(layer, g_y)
@@ -301,7 +303,7 @@ def _backward_outputs(
     keys = _keys(layer, step)
     packed: tuple = ()
     if needs[1] and saved and save == "recompute":
-        rows = _input_2d(layer, _recomputed_input(layer, saved[0], x_dtype))
+        rows = _input_2d(layer, _recomputed_input(layer, saved[0], x_dtype, compute_dtype))
         packed = layer.hot_method.pack_input(rows, windows, keys) if layer.hot_config.abc else (rows,)
     elif needs[1] and saved:
         packed = tuple(saved) if layer.hot_config.abc else (_input_2d(layer, saved[0]),)
@@ -337,6 +339,7 @@ def _layer_backward_fake(
     x_dtype: torch.dtype,
     needs: list[bool],
     _save: str,
+    _compute_dtype: torch.dtype | None,
 ) -> list[torch.Tensor]:
     empty = g_y.new_empty(0)
     g_x = g_y.new_empty(x_shape, dtype=x_dtype) if needs[0] else empty
@@ -362,10 +365,16 @@ class _EagerLayer(torch.autograd.Function):
         return _input_gradients(ctx, grads, _backward_outputs)
 
 
-def _recomputed_input(layer: HOTLayer, source: torch.Tensor, x_dtype: torch.dtype) -> torch.Tensor:
-    """x as the forward read it, made again from its source by the layer's ``hot_input_source`` (an elementwise
-    activation, which autocast leaves alone) and the forward's cast."""
-    with torch.no_grad():
+def _recomputed_input(
+    layer: HOTLayer, source: torch.Tensor, x_dtype: torch.dtype, compute_dtype: torch.dtype | None
+) -> torch.Tensor:
+    """x as the forward read it, made again from its source by the layer's ``hot_input_source`` under the
+    forward's autocast (``compute_dtype``; a LayerNorm runs in float32 there), then cast as the forward cast it."""
+    device = source.device.type
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch.no_grad())
+        if device in _AUTOCAST_DEVICES:
+            stack.enter_context(torch.autocast(device, dtype=compute_dtype, enabled=compute_dtype is not None))
         return _cast(layer.hot_input_source(source), x_dtype)
 
 

@@ -23,8 +23,10 @@ class HOTLayerMixin:
     hot_state: LayerState
     hot_name: str  # the qualified name it replaced, for messages
     hot_grid: TokenGrid | None  # a Linear's token grid (prefix + H×W), where hot.convert knew it
-    # what makes x again from a tensor kept for the backward (hot.convert's recompute_mlp_input pairing)
+    # what makes x again from a tensor kept for the backward, and (x, that tensor) as its source module left them
+    # for the next forward (hot.recompute's pairing, HOTConfig.recompute_inputs)
     hot_input_source: Callable[[torch.Tensor], torch.Tensor] | None = None
+    hot_pending_source: tuple[torch.Tensor, torch.Tensor] | None = None
     weight: nn.Parameter
 
     def _init_hot(self, config: HOTConfig, index: int) -> None:
@@ -35,6 +37,7 @@ class HOTLayerMixin:
         self.hot_name = ""
         self.hot_grid = None
         self.hot_input_source = None
+        self.hot_pending_source = None  # in the instance's dict from the start: torch.compile guards on the dict
         self._place_step()
 
     def _place_step(self) -> None:
@@ -81,7 +84,16 @@ class HOTLayerMixin:
 
 # A layer's LQS decision in its extra state: none yet, per-token or per-tensor g_x scales.
 EXTRA_STATE_DECISIONS = (None, "per_token", "per_tensor")
-_HOT_ATTRIBUTES = ("hot_config", "hot_method", "hot_state", "hot_handle", "hot_name", "hot_grid", "hot_input_source")
+_HOT_ATTRIBUTES = (
+    "hot_config",
+    "hot_method",
+    "hot_state",
+    "hot_handle",
+    "hot_name",
+    "hot_grid",
+    "hot_input_source",
+    "hot_pending_source",
+)
 # Module state held in dicts of its own: the new module gets copies (a change to one does not reach the other).
 _OWN_DICTS = ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set")
 
@@ -110,8 +122,11 @@ class HOTLinear(HOTLayerMixin, nn.Linear):
         return _recast(self, nn.Linear)
 
     def forward(self, x: torch.Tensor, hot_source: torch.Tensor | None = None) -> torch.Tensor:
-        """``hot_source``: the tensor x was made from by ``hot_input_source`` (:func:`hot.convert` pairs them), kept
-        for the backward in place of x or its codes."""
+        """``hot_source``: the tensor ``hot_input_source`` made x from (:mod:`hot.recompute` pairs them), kept for
+        the backward in place of x or its codes; else the one its source module left, if x is that module's output."""
+        pending, self.hot_pending_source = self.hot_pending_source, None
+        if pending is not None and hot_source is None and pending[0] is x:
+            hot_source = pending[1]
         if self._uses_hot_backward(x):
             return hot_layer_forward(self, x, hot_source if self.hot_input_source is not None else None)
         return F.linear(x, self.weight, self.bias)

@@ -1214,32 +1214,47 @@ def test_lora_with_hot_on_frozen_and_decomposed_weights_real_equals_fake(kernel_
 
 @pytest.mark.parametrize("mode", ["eager", "reduce-overhead"])
 def test_recomputed_mlp_inputs_equal_the_saved_codes_on_the_gpu(kernel_backend, mode: str) -> None:
-    """recompute_mlp_input with the real backend, under bf16 autocast: each ViT MLP's fc2 makes its input's codes
-    again in the backward from fc1's output, and three steps (eagerly, or under CUDA graphs) give the gradients of a
-    twin that keeps the codes, bit for bit; the saved bytes shrink by fc2's codes."""
+    """recompute_inputs with the real backend, under bf16 autocast: each ViT block's qkv and fc1 make their
+    input's codes again in the backward from their LayerNorm's input, fc2 from fc1's output. Eagerly, three steps give the gradients of a twin that keeps the codes,
+    bit for bit, and the saved bytes shrink by fc2's codes. Under CUDA graphs (no skip) the forward's GELU is
+    inductor's kernel and the backward's eager PyTorch's, which may differ in the last bit: the first step's
+    gradients are those of the compiled twin that keeps the codes to 1e-2 (a wrong source is off by about 1)."""
     import copy
 
     import timm
     import torch._dynamo as dynamo
+    from torch._dynamo.utils import counters
 
     from hot import convert
 
     torch.manual_seed(0)
     net = timm.create_model("vit_tiny_patch16_224", img_size=64, patch_size=8, depth=2, num_classes=10).to(CUDA)
     keeps = convert(copy.deepcopy(net), HOTConfig(backend="real", abc=True))
-    recomputes = convert(net, HOTConfig(backend="real", abc=True, recompute_mlp_input=True))
-    assert all(block.mlp.fc2.hot_input_source is not None for block in recomputes.blocks)
+    recomputes = convert(net, HOTConfig(backend="real", abc=True, recompute_inputs=True))
+    paired = [layer for block in recomputes.blocks for layer in (block.attn.qkv, block.mlp.fc1, block.mlp.fc2)]
+    assert all(layer.hot_input_source is not None for layer in paired)
     x = _randn(4 * 3 * 64, 64, seed=5).to(CUDA).reshape(4, 3, 64, 64)
-    run = recomputes if mode == "eager" else torch.compile(recomputes, mode="reduce-overhead")
     dynamo.reset()
-    for _ in range(3):
-        for model, forward in ((keeps, keeps), (recomputes, run)):
+    counters.clear()
+    compiled = mode != "eager"
+    runs = {
+        keeps: torch.compile(keeps, mode="reduce-overhead") if compiled else keeps,
+        recomputes: torch.compile(recomputes, mode="reduce-overhead") if compiled else recomputes,
+    }
+    for _ in range(1 if compiled else 3):
+        for model, forward in runs.items():
             model.zero_grad(set_to_none=True)
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 out = forward(x)
             out.float().square().mean().backward()
         for (name, a), b in zip(keeps.named_parameters(), recomputes.parameters(), strict=True):
-            assert torch.equal(a.grad, b.grad), name
+            if compiled:
+                assert (a.grad - b.grad).norm() <= 1e-2 * a.grad.norm(), name
+            else:
+                assert torch.equal(a.grad, b.grad), name
+    if compiled:
+        assert not counters["inductor"]["cudagraph_skips"], dict(counters["inductor"])
+        return
 
     def saved(model: torch.nn.Module) -> int:
         params = {p.untyped_storage().data_ptr() for p in model.parameters()}
@@ -1254,6 +1269,5 @@ def test_recomputed_mlp_inputs_equal_the_saved_codes_on_the_gpu(kernel_backend, 
             model(x)
         return sum(seen.values())
 
-    if mode == "eager":
-        codes = 4 * (4 * 8 + 1) * recomputes.blocks[0].mlp.fc2.in_features  # 8x8 grid: 4 windows' 8 rows, class token
-        assert saved(keeps) - saved(recomputes) >= len(recomputes.blocks) * codes
+    rows = 4 * (4 * 8 + 1)  # 4 samples of an 8x8 grid: 4 windows' 8 rows and the class token's
+    assert saved(keeps) - saved(recomputes) >= rows * sum(layer.in_features for layer in paired)

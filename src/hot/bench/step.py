@@ -21,7 +21,7 @@ STEP_MODEL = "vit_base_patch16_224"
 STEP_CLASSES = 100
 # *_compile: torch.compile's default mode; *_graphs: mode="reduce-overhead" (CUDA graphs, no per-kernel host
 # work). hot_nohead: HOT eager with the classifier left exact, as torchao_float8 leaves it. hot_recompute*: HOT with
-# recompute_mlp_input (each MLP's fc2 makes its input's codes again in its backward).
+# recompute_inputs (qkv, fc1 and fc2 make their inputs' codes again in their backward, hot.recompute).
 STEP_VARIANTS = (
     "bf16",
     "bf16_compile",
@@ -197,7 +197,7 @@ def step_variant(
     elif variant.startswith("hot"):
         config = hot or HOTConfig(backend="real", abc=True, lqs=True, seed=seed)
         if "recompute" in variant:
-            config = config.replace(recompute_mlp_input=True)
+            config = config.replace(recompute_inputs=True)
         converted = _convert_hot(net, config, keep_head=variant == "hot_nohead")
         lqs_ = config.lqs
     net = net.to(device).train()

@@ -1213,12 +1213,13 @@ def test_lora_with_hot_on_frozen_and_decomposed_weights_real_equals_fake(kernel_
 
 
 @pytest.mark.parametrize("mode", ["eager", "reduce-overhead"])
-def test_recomputed_mlp_inputs_equal_the_saved_codes_on_the_gpu(kernel_backend, mode: str) -> None:
-    """recompute_inputs with the real backend, under bf16 autocast: each ViT block's qkv and fc1 make their
-    input's codes again in the backward from their LayerNorm's input, fc2 from fc1's output. Eagerly, three steps give the gradients of a twin that keeps the codes,
-    bit for bit, and the saved bytes shrink by fc2's codes. Under CUDA graphs (no skip) the forward's GELU is
-    inductor's kernel and the backward's eager PyTorch's, which may differ in the last bit: the first step's
-    gradients are those of the compiled twin that keeps the codes to 1e-2 (a wrong source is off by about 1)."""
+def test_recomputed_inputs_equal_the_saved_codes_on_the_gpu(kernel_backend, mode: str) -> None:
+    """recompute_inputs with the real backend, under bf16 autocast: each ViT block's qkv and fc1 make their input's
+    codes again in the backward from their LayerNorm's input, fc2 from fc1's output. Eagerly, three steps give the
+    gradients of a twin that keeps the codes, bit for bit, and the saved bytes shrink by the three layers' codes.
+    Under CUDA graphs (no skip) the forward's norms and GELU are inductor's kernels and the backward's eager
+    PyTorch's, which may differ in the last bit: the first step's gradients are those of the compiled twin that
+    keeps the codes to 1e-2 (a wrong source is off by about 1)."""
     import copy
 
     import timm

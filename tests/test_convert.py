@@ -319,18 +319,20 @@ def _distinct_saved_bytes(model, x):
     return out, sum(seen.values())
 
 
+@pytest.mark.parametrize("mode", ["activations", "all"])
 @pytest.mark.parametrize("abc", [True, False])
-def test_recomputed_inputs_keep_the_gradients_bit_for_bit_and_fewer_bytes(abc):
-    """recompute_inputs: qkv and fc1 keep their LayerNorm's input, fc2 fc1's output (which the norm and GELU keep
-    anyway) instead of their inputs or codes, and make them again in the backward: the same gradients over two
-    steps, and each of the three layers' codes (or inputs) fewer saved bytes."""
+def test_recomputed_inputs_keep_the_gradients_bit_for_bit_and_fewer_bytes(abc, mode):
+    """recompute_inputs: fc2 keeps fc1's output (which GELU keeps anyway), with "all" qkv and fc1 their LayerNorm's
+    input (which the norm keeps), instead of their inputs or codes, and they make them again in the backward: the
+    same gradients over two steps, and each paired layer's codes (or inputs) fewer saved bytes."""
     x = torch.randn(4, 3, 32, 32)
     y = torch.randint(0, 10, (4,))
     runs = {}
-    for recompute in (False, True):
+    for recompute in ("none", mode):
         model = hot.convert(_small_vit(), HOTConfig(backend="fake", abc=abc, recompute_inputs=recompute))
-        paired = [layer for b in model.blocks for layer in (b.attn.qkv, b.mlp.fc1, b.mlp.fc2)]
-        assert all((layer.hot_input_source is not None) == recompute for layer in paired)
+        fed_by_norms = [layer for b in model.blocks for layer in (b.attn.qkv, b.mlp.fc1)]
+        assert all((b.mlp.fc2.hot_input_source is not None) == (recompute != "none") for b in model.blocks)
+        assert all((layer.hot_input_source is not None) == (recompute == "all") for layer in fed_by_norms)
         assert model.head.hot_input_source is None and all(b.attn.proj.hot_input_source is None for b in model.blocks)
         grads = []
         for _ in range(2):  # a second step: new dither, the same on both sides
@@ -339,16 +341,16 @@ def test_recomputed_inputs_keep_the_gradients_bit_for_bit_and_fewer_bytes(abc):
             nn.functional.cross_entropy(out, y).backward()
             grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
         runs[recompute] = grads, nbytes, model
-    (plain, plain_bytes, _), (again, again_bytes, model) = runs[False], runs[True]
+    (plain, plain_bytes, _), (again, again_bytes, model) = runs["none"], runs[mode]
     for a, b in zip(plain, again, strict=True):
         assert a.keys() == b.keys()
         assert all(torch.equal(a[n], b[n]) for n in a), [n for n in a if not torch.equal(a[n], b[n])]
     tokens = 4 * (1 + 16)  # batch x (class token + 4x4 patches)
     block = model.blocks[0]
-    channels = block.attn.qkv.in_features + block.mlp.fc1.in_features + block.mlp.fc2.in_features
+    channels = block.mlp.fc2.in_features + (block.attn.qkv.in_features + block.mlp.fc1.in_features) * (mode == "all")
     # ABC: int8 codes of 4 samples x (the 4x4 window's 8 kept rows + the class token's 1) and a float32 scale a
     # layer; without ABC each layer kept its float32 input
-    kept = 4 * (8 + 1) * channels + 3 * 4 if abc else tokens * channels * 4
+    kept = 4 * (8 + 1) * channels + (3 if mode == "all" else 1) * 4 if abc else tokens * channels * 4
     assert plain_bytes - again_bytes == len(model.blocks) * kept
 
 
@@ -359,7 +361,7 @@ def test_recompute_inputs_pairs_only_layers_fed_by_their_source_and_unconvert_un
     model.blocks[1].mlp.drop1 = nn.Dropout(0.1)  # fc2's input is no longer the activation's output
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        hot.convert(model, HOTConfig(backend="fake", recompute_inputs=True))
+        hot.convert(model, HOTConfig(backend="fake", recompute_inputs="all"))
     first, second = model.blocks
     assert first.mlp.fc2.hot_input_source is not None and second.mlp.fc2.hot_input_source is None
     assert second.attn.qkv.hot_input_source is not None and second.mlp.fc1.hot_input_source is not None
@@ -380,5 +382,7 @@ def test_recompute_inputs_pairs_only_layers_fed_by_their_source_and_unconvert_un
 
 def test_recompute_inputs_without_a_qualifying_layer_warns():
     model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
-    with pytest.warns(UserWarning, match="recompute_inputs is set but no HOT layer qualifies"):
-        hot.convert(model, HOTConfig(backend="fake", recompute_inputs=True))
+    with pytest.warns(UserWarning, match="recompute_inputs='activations' but no HOT layer qualifies"):
+        hot.convert(model, HOTConfig(backend="fake", recompute_inputs="activations"))
+    with pytest.raises(ValueError, match="recompute_inputs"):
+        HOTConfig(recompute_inputs="mlp")

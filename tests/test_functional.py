@@ -73,7 +73,7 @@ def test_recomputed_mlp_inputs_compile_to_one_graph_and_train_as_the_saved_codes
     torch.manual_seed(0)
     eager = hot.convert(small_vit().train(), preset("hot_abc"))
     torch.manual_seed(0)
-    compiled = hot.convert(small_vit().train(), preset("hot_abc").replace(recompute_inputs=True))
+    compiled = hot.convert(small_vit().train(), preset("hot_abc").replace(recompute_inputs="all"))
     x = torch.randn(MODELS["vit"][1])
     dynamo.reset()
     explained = dynamo.explain(compiled)(x)

@@ -19,6 +19,7 @@ BACKENDS = ("auto", "fake", "real")
 GEMMS = ("auto", "cutlass", "cutlass-int4", "cublas", "cutlass-sm90", "reference")
 GX_GRANULARITIES = ("per_token", "per_tensor")
 GW_GRANULARITIES = ("per_tensor", "per_channel")
+RECOMPUTE_INPUTS = ("none", "activations", "all")
 
 
 @dataclass(frozen=True)
@@ -57,11 +58,11 @@ class HOTConfig:
     side_stream: in a CUDA graph (``torch.compile(mode="reduce-overhead")``, ``torch.cuda.graph``), the ``real``
         backend queues a backward's g_w chain on a second CUDA stream beside its g_x chain (the same kernels on
         the same inputs: the same bits); eager backwards, and all of them when off, run both on one stream.
-    recompute_inputs: a HOT layer whose input is made by a module that keeps its own input for its backward
-        anyway (in timm's vision transformers: an MLP's fc2 after its activation, qkv and fc1 after their
-        LayerNorms) keeps that input instead of x's codes, and its backward makes x and the codes again
-        (:mod:`hot.recompute`): eagerly the same gradients bit for bit, for one LayerNorm or activation a
-        backward. Set at :func:`hot.convert`, which pairs the layers with their sources.
+    recompute_inputs: HOT layers whose input is made by a module that keeps its own input for its backward
+        anyway keep that input instead of x's codes, and their backward makes x and the codes again
+        (:mod:`hot.recompute`): eagerly the same gradients bit for bit, for one more LayerNorm or activation a
+        backward. ``none``; ``activations``: after an elementwise activation (timm MLPs' fc2); ``all``: also after
+        a LayerNorm (timm blocks' qkv and fc1). Set at :func:`hot.convert`, which pairs layers and sources.
     """
 
     method: str = "hot"
@@ -82,7 +83,7 @@ class HOTConfig:
     gemm: str = "auto"
     fused_grad_output: bool = False
     side_stream: bool = True
-    recompute_inputs: bool = False
+    recompute_inputs: str = "none"
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):  # exact types: a string 'no' is no bool, 4.0 no bit width
@@ -98,6 +99,7 @@ class HOTConfig:
         check_one_of("gx_granularity", self.gx_granularity, GX_GRANULARITIES)
         check_one_of("gw_granularity", self.gw_granularity, GW_GRANULARITIES)
         check_one_of("gy_rounding", self.gy_rounding, ROUNDINGS)
+        check_one_of("recompute_inputs", self.recompute_inputs, RECOMPUTE_INPUTS)
         check_one_of("backend", self.backend, BACKENDS)
         if not 0.0 < self.lqs_ratio < math.inf:
             raise ValueError(f"lqs_ratio must be a positive finite number, got {self.lqs_ratio!r}")

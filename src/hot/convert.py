@@ -110,11 +110,11 @@ def convert(
             return layer
         _set_submodule(model, name, layer)
         index += 1
-    if config.recompute_inputs and not pair_input_sources(model):
+    if config.recompute_inputs != "none" and not pair_input_sources(model, config.recompute_inputs == "all"):
         warnings.warn(
-            "recompute_inputs is set but no HOT layer qualifies (the fc2 of a timm Mlp with an elementwise "
-            "activation and no dropout or norm between, or the qkv / fc1 of a timm Block after its LayerNorm): "
-            "every layer keeps its input's codes",
+            f"recompute_inputs={config.recompute_inputs!r} but no HOT layer qualifies (the fc2 of a timm Mlp with an "
+            "elementwise activation and no dropout or norm between; with 'all' also the qkv / fc1 of a timm Block "
+            "after its LayerNorm): every layer keeps its input's codes",
             UserWarning,
             stacklevel=2,
         )

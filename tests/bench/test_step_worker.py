@@ -45,7 +45,7 @@ def test_hot_nohead_leaves_the_classifier_exact() -> None:
 
 def test_hot_recompute_pairs_qkv_fc1_and_fc2_of_every_block_with_their_sources() -> None:
     r = step.step_variant("hot_recompute", 2, 1, 0, 0, HOT, device="cpu", model_kwargs=TINY_VIT)
-    assert r["hot"]["config"]["recompute_inputs"] is True
+    assert r["hot"]["config"]["recompute_inputs"] == "all"
     assert r["hot"]["recomputed_inputs"] == 3 * TINY_VIT["depth"] and r["hot"]["converted_layers"] == 6
 
 

@@ -21,7 +21,8 @@ STEP_MODEL = "vit_base_patch16_224"
 STEP_CLASSES = 100
 # *_compile: torch.compile's default mode; *_graphs: mode="reduce-overhead" (CUDA graphs, no per-kernel host
 # work). hot_nohead: HOT eager with the classifier left exact, as torchao_float8 leaves it. hot_recompute*: HOT with
-# recompute_inputs (qkv, fc1 and fc2 make their inputs' codes again in their backward, hot.recompute).
+# recompute_inputs="all" (qkv, fc1 and fc2 make their inputs' codes again in their backward, hot.recompute),
+# hot_recompute_act_graphs its "activations" (fc2 only).
 STEP_VARIANTS = (
     "bf16",
     "bf16_compile",
@@ -33,6 +34,7 @@ STEP_VARIANTS = (
     "hot_nohead",
     "hot_recompute",
     "hot_recompute_graphs",
+    "hot_recompute_act_graphs",
 )
 COMPILE_MODES = {"_compile": "default", "_graphs": "reduce-overhead"}
 
@@ -197,7 +199,7 @@ def step_variant(
     elif variant.startswith("hot"):
         config = hot or HOTConfig(backend="real", abc=True, lqs=True, seed=seed)
         if "recompute" in variant:
-            config = config.replace(recompute_inputs=True)
+            config = config.replace(recompute_inputs="activations" if "_act" in variant else "all")
         converted = _convert_hot(net, config, keep_head=variant == "hot_nohead")
         lqs_ = config.lqs
     net = net.to(device).train()

@@ -386,3 +386,15 @@ def test_recompute_inputs_without_a_qualifying_layer_warns():
         hot.convert(model, HOTConfig(backend="fake", recompute_inputs="activations"))
     with pytest.raises(ValueError, match="recompute_inputs"):
         HOTConfig(recompute_inputs="mlp")
+
+
+def test_set_config_pairs_and_unpairs_recomputed_inputs():
+    model = hot.convert(_small_vit(), HOTConfig(backend="fake"))
+    block = model.blocks[0]
+    hot.set_config(model, recompute_inputs="activations")
+    assert block.mlp.fc2.hot_input_source is not None and block.attn.qkv.hot_input_source is None
+    hot.set_config(model, recompute_inputs="all")
+    assert block.attn.qkv.hot_input_source is not None and "forward" in block.norm1.__dict__
+    hot.set_config(model, recompute_inputs="none")
+    assert not any("forward" in m.__dict__ for m in model.modules())
+    assert all(layer.hot_input_source is None for _, layer in hot.hot_layers(model))

@@ -61,6 +61,8 @@ def convert(
     ones added since); another config is a ``ValueError``: :func:`unconvert` first, or change fields of the layers
     with :func:`set_config`. A model left without any HOT layer raises a ``UserWarning``.
 
+    With ``config.recompute_inputs`` other than ``none`` the converted layers are paired with the modules that make
+    their inputs (:mod:`hot.recompute`); a warning says where none qualifies.
     ``token_grid``: how the (B, T, C) inputs of the Linear layers are laid out (prefix tokens, then an
     H×W grid), which ``hla_blocking="spatial"`` windows. By default it is read from the model
     (:func:`model_token_grid`: timm's vision transformers); convolutions take theirs from their output.
@@ -175,9 +177,15 @@ def load_plain_state_dict(model: nn.Module, state_dict: Mapping[str, Any], stric
 
 
 def set_config(model: nn.Module, **changes: object) -> None:
-    """Change config fields of every HOT layer (e.g. ``gx_bits=8`` for the pre-training warm-up)."""
-    for _, layer in hot_layers(model):
+    """Change config fields of every HOT layer (e.g. ``gx_bits=8`` for the pre-training warm-up); a new
+    ``recompute_inputs`` pairs the layers with their sources again (:mod:`hot.recompute`)."""
+    layers = [layer for _, layer in hot_layers(model)]
+    for layer in layers:
         layer.set_hot_config(layer.hot_config.replace(**changes))
+    if "recompute_inputs" in changes:
+        unpair_input_sources(model)
+        if changes["recompute_inputs"] != "none":
+            pair_input_sources(model, changes["recompute_inputs"] == "all")
 
 
 def _set_submodule(model: nn.Module, name: str, new: nn.Module) -> None:

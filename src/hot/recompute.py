@@ -99,9 +99,10 @@ def pair_input_sources(model: nn.Module, norms: bool = True) -> int:
 
 
 def unpair_input_sources(model: nn.Module) -> None:
-    """Give every module paired by :func:`pair_input_sources` its class forward back (the HOT layers' own pairing
-    goes with them)."""
+    """Undo :func:`pair_input_sources`: every paired module's class forward back, no HOT layer with a source."""
     for mod in model.modules():
         forward = mod.__dict__.get("forward")
         if isinstance(forward, functools.partial) and forward.func in (_mlp_forward, _norm_forward):
             del mod.forward
+        if isinstance(mod, HOTLinear):
+            mod.hot_input_source = mod.hot_pending_source = None

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 import hot
-from hot import HOTConfig
+from hot import HOTConfig, functional, recompute
 from hot.modules import HOTConv2d, HOTLinear
 
 
@@ -328,11 +328,11 @@ def test_recomputed_inputs_keep_the_gradients_bit_for_bit_and_fewer_bytes(abc, m
     x = torch.randn(4, 3, 32, 32)
     y = torch.randint(0, 10, (4,))
     runs = {}
-    for recompute in ("none", mode):
-        model = hot.convert(_small_vit(), HOTConfig(backend="fake", abc=abc, recompute_inputs=recompute))
+    for chosen in ("none", mode):
+        model = hot.convert(_small_vit(), HOTConfig(backend="fake", abc=abc, recompute_inputs=chosen))
         fed_by_norms = [layer for b in model.blocks for layer in (b.attn.qkv, b.mlp.fc1)]
-        assert all((b.mlp.fc2.hot_input_source is not None) == (recompute != "none") for b in model.blocks)
-        assert all((layer.hot_input_source is not None) == (recompute == "all") for layer in fed_by_norms)
+        assert all((b.mlp.fc2.hot_input_source is not None) == (chosen != "none") for b in model.blocks)
+        assert all((layer.hot_input_source is not None) == (chosen == "all") for layer in fed_by_norms)
         assert model.head.hot_input_source is None and all(b.attn.proj.hot_input_source is None for b in model.blocks)
         grads = []
         for _ in range(2):  # a second step: new dither, the same on both sides
@@ -340,7 +340,7 @@ def test_recomputed_inputs_keep_the_gradients_bit_for_bit_and_fewer_bytes(abc, m
             out, nbytes = _distinct_saved_bytes(model, x)
             nn.functional.cross_entropy(out, y).backward()
             grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
-        runs[recompute] = grads, nbytes, model
+        runs[chosen] = grads, nbytes, model
     (plain, plain_bytes, _), (again, again_bytes, model) = runs["none"], runs[mode]
     for a, b in zip(plain, again, strict=True):
         assert a.keys() == b.keys()
@@ -354,30 +354,76 @@ def test_recomputed_inputs_keep_the_gradients_bit_for_bit_and_fewer_bytes(abc, m
     assert plain_bytes - again_bytes == len(model.blocks) * kept
 
 
-def test_recompute_inputs_pairs_only_layers_fed_by_their_source_and_unconvert_undoes_it():
+def _source_hooks(module):
+    return [h for h in module._forward_hooks.values() if recompute._is_source_hook(h)]
+
+
+def _recomputing_layers(model, monkeypatch, steps=1):
+    """Names of the layers whose backward made their input again, over ``steps`` training steps (same seed)."""
+    names = []
+    original = functional._recomputed_input
+
+    def counted(layer, *args):
+        names.append(layer.hot_name)
+        return original(layer, *args)
+
+    monkeypatch.setattr(functional, "_recomputed_input", counted)
+    grads = []
+    for _ in range(steps):
+        torch.manual_seed(1)  # the same dropout masks on both sides
+        model.zero_grad()
+        model(torch.randn(2, 3, 32, 32)).sum().backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    monkeypatch.undo()
+    return set(names), grads
+
+
+def _edit_in_place(module, args):
+    args[0].add_(0.25)
+
+
+def test_recompute_inputs_falls_back_wherever_x_is_not_its_source_output(monkeypatch):
+    """Only a layer whose x is its source module's very output recomputes: a dropout after the activation, an
+    in-place edit of the norm's output, an activation swapped after convert each leave that layer keeping its codes,
+    with the gradients of a twin that keeps every layer's codes."""
+    twins = []
+    for mode in ("none", "all"):
+        torch.manual_seed(0)
+        model = _small_vit()
+        model.blocks[1].mlp.drop1 = nn.Dropout(0.1)  # fc2's input is no longer the activation's output
+        hot.convert(model, HOTConfig(backend="fake", recompute_inputs=mode))
+        model.blocks[0].attn.qkv.register_forward_pre_hook(_edit_in_place)
+        model.blocks[0].mlp.act = nn.GELU(approximate="tanh")  # swapped after convert: no hook, fc2 keeps codes
+        twins.append(model)
+    keeps, recomputes = twins
+    names, grads = _recomputing_layers(recomputes, monkeypatch)
+    assert names == {"blocks.0.mlp.fc1", "blocks.1.attn.qkv", "blocks.1.mlp.fc1"}
+    _, kept = _recomputing_layers(keeps, monkeypatch)
+    assert all(torch.equal(a, b) for a, b in zip(kept[0], grads[0], strict=True))
+
+
+def test_recompute_inputs_pairs_copies_and_pickles_and_unconvert_undoes_it():
     import pickle
 
-    model = _small_vit()
-    model.blocks[1].mlp.drop1 = nn.Dropout(0.1)  # fc2's input is no longer the activation's output
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        hot.convert(model, HOTConfig(backend="fake", recompute_inputs="all"))
-    first, second = model.blocks
-    assert first.mlp.fc2.hot_input_source is not None and second.mlp.fc2.hot_input_source is None
-    assert second.attn.qkv.hot_input_source is not None and second.mlp.fc1.hot_input_source is not None
-    assert "forward" in first.mlp.__dict__ and "forward" not in second.mlp.__dict__
-    assert "forward" in first.norm1.__dict__ and "forward" in second.norm2.__dict__
+    model = hot.convert(_small_vit(), HOTConfig(backend="fake", recompute_inputs="all"))
+    block = model.blocks[0]
+    assert [h.args[0] for h in _source_hooks(block.norm1)] == [block.attn.qkv]
+    assert [h.args[0] for h in _source_hooks(block.mlp.act)] == [block.mlp.fc2]
+    block.norm1(torch.randn(2, 17, 64, requires_grad=True))  # a source left that no layer took
+    assert block.attn.qkv.hot_pending_source is not None
     for twin in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
-        block = twin.blocks[0]
-        assert block.mlp.forward.args == (block.mlp,) and block.norm1.forward.args == (block.norm1, block.attn.qkv)
+        copied = twin.blocks[0]
+        assert [h.args[0] for h in _source_hooks(copied.norm1)] == [copied.attn.qkv]
+        assert copied.attn.qkv.hot_input_source.args[0] is copied.norm1
+        assert copied.attn.qkv.hot_pending_source is None
         twin(torch.randn(2, 3, 32, 32)).sum().backward()
         assert all(b.attn.qkv.hot_pending_source is None for b in twin.blocks)  # nothing left holding a tensor
     with torch.no_grad():
         model(torch.randn(2, 3, 32, 32))
     assert all(b.attn.qkv.hot_pending_source is None for b in model.blocks)
     hot.unconvert(model)
-    assert not any("forward" in m.__dict__ for m in model.modules())
-    assert type(first.mlp.fc2) is nn.Linear and not hasattr(first.mlp.fc2, "hot_input_source")
+    assert not any(_source_hooks(m) for m in model.modules())
+    assert type(block.mlp.fc2) is nn.Linear and not hasattr(block.mlp.fc2, "hot_input_source")
 
 
 def test_recompute_inputs_without_a_qualifying_layer_warns():
@@ -394,7 +440,9 @@ def test_set_config_pairs_and_unpairs_recomputed_inputs():
     hot.set_config(model, recompute_inputs="activations")
     assert block.mlp.fc2.hot_input_source is not None and block.attn.qkv.hot_input_source is None
     hot.set_config(model, recompute_inputs="all")
-    assert block.attn.qkv.hot_input_source is not None and "forward" in block.norm1.__dict__
+    assert block.attn.qkv.hot_input_source is not None and len(_source_hooks(block.norm1)) == 1
+    hot.set_config(model, recompute_inputs="all")
+    assert len(_source_hooks(block.norm1)) == 1  # paired again, not twice
     hot.set_config(model, recompute_inputs="none")
-    assert not any("forward" in m.__dict__ for m in model.modules())
+    assert not any(_source_hooks(m) for m in model.modules())
     assert all(layer.hot_input_source is None for _, layer in hot.hot_layers(model))

@@ -23,10 +23,10 @@ class HOTLayerMixin:
     hot_state: LayerState
     hot_name: str  # the qualified name it replaced, for messages
     hot_grid: TokenGrid | None  # a Linear's token grid (prefix + H×W), where hot.convert knew it
-    # what makes x again from a tensor kept for the backward, and (x, that tensor) as its source module left them
-    # for the next forward (hot.recompute's pairing, HOTConfig.recompute_inputs)
+    # what makes x again from a tensor kept for the backward, and (x, that tensor, x's version) as its source
+    # module's hook left them for the next forward (hot.recompute's pairing, HOTConfig.recompute_inputs)
     hot_input_source: Callable[[torch.Tensor], torch.Tensor] | None = None
-    hot_pending_source: tuple[torch.Tensor, torch.Tensor] | None = None
+    hot_pending_source: tuple[torch.Tensor, torch.Tensor, int | None] | None = None
     weight: nn.Parameter
 
     def _init_hot(self, config: HOTConfig, index: int) -> None:
@@ -51,6 +51,10 @@ class HOTLayerMixin:
         module = super()._apply(fn, recurse)  # type: ignore[misc]
         self._place_step()
         return module
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a source left by a forward whose layer never ran (tensors of an autograd graph) is not copied or pickled
+        return {**self.__dict__, "hot_pending_source": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)  # type: ignore[misc]
@@ -121,15 +125,18 @@ class HOTLinear(HOTLayerMixin, nn.Linear):
     def to_float(self) -> nn.Linear:
         return _recast(self, nn.Linear)
 
-    def forward(self, x: torch.Tensor, hot_source: torch.Tensor | None = None) -> torch.Tensor:
-        """``hot_source``: the tensor ``hot_input_source`` made x from (:mod:`hot.recompute` pairs them), kept for
-        the backward in place of x or its codes; else the one its source module left, if x is that module's output."""
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         pending, self.hot_pending_source = self.hot_pending_source, None
-        if pending is not None and hot_source is None and pending[0] is x:
-            hot_source = pending[1]
         if self._uses_hot_backward(x):
-            return hot_layer_forward(self, x, hot_source if self.hot_input_source is not None else None)
+            return hot_layer_forward(self, x, self._source_of(x, pending))
         return F.linear(x, self.weight, self.bias)
+
+    def _source_of(self, x: torch.Tensor, pending: tuple | None) -> torch.Tensor | None:
+        """The tensor x's source module made x from (:mod:`hot.recompute`), kept for the backward in place of x or its
+        codes: only if x is that module's very output, not edited in place since."""
+        if self.hot_input_source is None or pending is None or pending[0] is not x:
+            return None
+        return pending[1] if pending[2] is None or pending[2] == x._version else None
 
 
 class HOTConv2d(HOTLayerMixin, nn.Conv2d):

@@ -1,24 +1,28 @@
 """Which HOT layers make their input again in the backward (``HOTConfig.recompute_inputs``), and from what.
 
 A HOT layer keeps, for g_w, its input x or (ABC) x's codes. Where x is the output of a module whose own backward
-keeps that module's input u anyway (an elementwise activation keeps fc1's output; a LayerNorm keeps the residual
-stream), the layer can keep u instead, which costs nothing, and make x and its codes again in its backward: the
-codes the forward would have made, bit for bit (the same deterministic ops on the same u, under the forward's
+keeps that module's input u anyway (an elementwise activation keeps fc1's output; a LayerNorm keeps the float32
+residual stream), the layer can keep u instead, which costs nothing, and make x and its codes again in its backward:
+the codes the forward would have made, bit for bit (the same deterministic module on the same u, under the forward's
 autocast). Pairs, in timm's vision transformers:
 
-- ``Mlp``: ``act`` -> ``fc2`` (no dropout or norm between): the MLP's forward hands fc1's output to fc2;
-- ``Block`` (``recompute_inputs="all"``): ``norm1`` -> ``attn.qkv``, ``norm2`` -> ``mlp.fc1``: the norm's forward
-  leaves (its output, its input) with the layer, which takes the input as x's source when x is that very output.
-  This costs more: the LayerNorm runs again in float32 and x is cast to the autocast dtype again (about 3.5 ms
-  of a ViT-B/16 step at batch 128 under CUDA graphs on an H100, against about 0.4 GB less at its peak).
+- ``Mlp``: ``act`` -> ``fc2`` (``recompute_inputs="activations"`` or ``"all"``);
+- ViT ``Block``: ``norm1`` -> ``attn.qkv``, ``norm2`` -> ``mlp.fc1`` (``"all"``). This costs more: the LayerNorm runs
+  again in float32 and x is cast to the autocast dtype again (about 2 ms of a ViT-B/16 step at batch 128 under CUDA
+  graphs on an H100, for about 0.35 GiB less at its peak).
 
-Under ``torch.compile`` the forward's module may run as an inductor kernel whose last bits differ from eager
-PyTorch's, which the backward runs.
+A forward hook on the source module leaves (its output, its input) with the layer, which takes the input as x's
+source only if x is that very output, unchanged since (hooks on an identity or p = 0 dropout between, as in timm's
+Mlp, pass it on): anything else between them (a dropout that drops, another hook, an in-place edit, a swapped
+module) makes the layer keep its codes as usual. A LayerNorm under autocast whose input is not
+float32 keeps a float32 copy, not its input, so there nothing is left. Under ``torch.compile`` the forward's module
+may run as an inductor kernel whose last bits differ from eager PyTorch's, which the backward runs.
 """
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import torch
 from torch import nn
@@ -29,49 +33,56 @@ from .modules import HOTLinear
 RECOMPUTABLE_ACTIVATIONS = (nn.GELU, nn.ReLU, nn.SiLU, nn.Tanh, nn.Sigmoid, nn.Mish, nn.Hardswish, nn.LeakyReLU)
 
 
-def _timm(mod: nn.Module, name: str) -> bool:
-    return type(mod).__name__ == name and type(mod).__module__.startswith("timm.")
+def _timm(mod: nn.Module, name: str, module: str = "timm.") -> bool:
+    return type(mod).__name__ == name and type(mod).__module__.startswith(module)
 
 
-def _is_identity(mod: object) -> bool:
-    return type(mod) is nn.Identity or (type(mod) is nn.Dropout and mod.p == 0.0)
+def _leave_source(layer: HOTLinear, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+    """Forward hook of a source module: (output, input, output's version) left for ``layer``'s next forward."""
+    u = args[0] if args else None
+    if not torch.is_grad_enabled() or not isinstance(u, torch.Tensor) or not isinstance(output, torch.Tensor):
+        return
+    if isinstance(module, nn.LayerNorm) and u.dtype != torch.float32 and torch.is_autocast_enabled(u.device.type):
+        return  # autocast hands the norm a float32 copy of u: that copy, not u, is what the norm keeps
+    layer.hot_pending_source = (output, u, _version(output))
 
 
-def _hot_linear(mod: object) -> bool:
-    return isinstance(mod, HOTLinear)
+def _version(t: torch.Tensor) -> int | None:
+    # tells an in-place edit between source and layer apart (eagerly: a compiled graph has no in-place edits)
+    return None if torch.compiler.is_compiling() else t._version
 
 
-def _recomputable_mlp(mod: nn.Module) -> bool:
-    """A timm ``Mlp`` (fc1, act, drop1, norm, fc2, drop2) whose fc2 is a HOT layer reading act(fc1's output)."""
-    act = getattr(mod, "act", None)
-    return (
-        _timm(mod, "Mlp")
-        and _hot_linear(getattr(mod, "fc2", None))
-        and type(act) in RECOMPUTABLE_ACTIVATIONS
-        and not getattr(act, "inplace", False)
-        and _is_identity(getattr(mod, "drop1", None))
-        and _is_identity(getattr(mod, "norm", None))
-    )
+def _pass_source(layer: HOTLinear, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+    """Forward hook of a module between source and layer that passes its input on unchanged (an nn.Identity, an
+    nn.Dropout with p = 0 or in eval): the source left for ``layer`` follows the value to this module's output, which
+    is a new tensor where ``torch.compile`` traces the dropout."""
+    pending = layer.hot_pending_source
+    passes = type(module) is nn.Identity or (type(module) is nn.Dropout and (module.p == 0.0 or not module.training))
+    if pending is not None and passes and args and pending[0] is args[0] and isinstance(output, torch.Tensor):
+        layer.hot_pending_source = (output, pending[1], _version(output))
 
 
-def _mlp_forward(mlp: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """timm's ``Mlp.forward`` (the dropout and norm between its layers are identities), fc2 told that its input is
-    the activation of fc1's output."""
-    h = mlp.fc1(x)
-    return mlp.drop2(mlp.fc2(mlp.act(h), hot_source=h))
+def _is_source_hook(hook: object) -> bool:
+    return isinstance(hook, functools.partial) and hook.func in (_leave_source, _pass_source)
 
 
-def _norm_forward(norm: nn.Module, layer: HOTLinear, u: torch.Tensor) -> torch.Tensor:
-    """The norm's own forward; with autograd recording, (output, input) left for the layer it feeds."""
-    out = type(norm).forward(norm, u)
-    if torch.is_grad_enabled():
-        layer.hot_pending_source = (out, u)
-    return out
+def _remove_source_hooks(module: nn.Module) -> None:
+    for key in [k for k, hook in module._forward_hooks.items() if _is_source_hook(hook)]:
+        del module._forward_hooks[key]
 
 
-def _source_of(module: nn.Module) -> functools.partial:
-    """The module's class forward (not an instance's tagging one), bound to it: what the backward calls."""
-    return functools.partial(type(module).forward, module)
+def _pair(source: nn.Module, layer: object, between: tuple[object, ...] = ()) -> bool:
+    """``source`` -> ``layer``, through the ``between`` modules (each an nn.Identity or nn.Dropout, else none)."""
+    if not isinstance(layer, HOTLinear):
+        return False
+    layer.hot_input_source = functools.partial(type(source).forward, source)  # the class's: no hooks in the backward
+    _remove_source_hooks(source)
+    source.register_forward_hook(functools.partial(_leave_source, layer))
+    for module in between:
+        if type(module) in (nn.Identity, nn.Dropout):
+            _remove_source_hooks(module)
+            module.register_forward_hook(functools.partial(_pass_source, layer))
+    return True
 
 
 def pair_input_sources(model: nn.Module, norms: bool = True) -> int:
@@ -80,29 +91,24 @@ def pair_input_sources(model: nn.Module, norms: bool = True) -> int:
     :func:`unpair_input_sources` undoes it."""
     paired = 0
     for mod in model.modules():
-        if _recomputable_mlp(mod):
-            mod.fc2.hot_input_source = _source_of(mod.act)
-            mod.forward = functools.partial(_mlp_forward, mod)
-            paired += 1
-        if not norms or not _timm(mod, "Block"):
-            continue
-        feeds = (
-            (getattr(mod, "norm1", None), getattr(getattr(mod, "attn", None), "qkv", None)),
-            (getattr(mod, "norm2", None), getattr(getattr(mod, "mlp", None), "fc1", None)),
-        )
-        for norm, layer in feeds:
-            if isinstance(norm, nn.LayerNorm) and _hot_linear(layer):
-                layer.hot_input_source = _source_of(norm)
-                norm.forward = functools.partial(_norm_forward, norm, layer)
-                paired += 1
+        act = getattr(mod, "act", None)
+        if _timm(mod, "Mlp") and type(act) in RECOMPUTABLE_ACTIVATIONS and not getattr(act, "inplace", False):
+            between = (getattr(mod, "drop1", None), getattr(mod, "norm", None))
+            paired += _pair(act, getattr(mod, "fc2", None), between)
+        if norms and _timm(mod, "Block", "timm.models.vision_transformer"):
+            attn, mlp = getattr(mod, "attn", None), getattr(mod, "mlp", None)
+            feeds = (
+                (getattr(mod, "norm1", None), getattr(attn, "qkv", None)),
+                (getattr(mod, "norm2", None), getattr(mlp, "fc1", None)),
+            )
+            for norm, layer in feeds:
+                paired += isinstance(norm, nn.LayerNorm) and _pair(norm, layer)
     return paired
 
 
 def unpair_input_sources(model: nn.Module) -> None:
-    """Undo :func:`pair_input_sources`: every paired module's class forward back, no HOT layer with a source."""
+    """Undo :func:`pair_input_sources`: its hooks removed, no HOT layer with a source."""
     for mod in model.modules():
-        forward = mod.__dict__.get("forward")
-        if isinstance(forward, functools.partial) and forward.func in (_mlp_forward, _norm_forward):
-            del mod.forward
+        _remove_source_hooks(mod)
         if isinstance(mod, HOTLinear):
             mod.hot_input_source = mod.hot_pending_source = None

@@ -62,7 +62,7 @@ def convert(
     with :func:`set_config`. A model left without any HOT layer raises a ``UserWarning``.
 
     With ``config.recompute_inputs`` other than ``none`` the converted layers are paired with the modules that make
-    their inputs (:mod:`hot.recompute`); a warning says where none qualifies.
+    their inputs (:mod:`hot.recompute`); a warning says so where no layer of the model qualifies.
     ``token_grid``: how the (B, T, C) inputs of the Linear layers are laid out (prefix tokens, then an
     H×W grid), which ``hla_blocking="spatial"`` windows. By default it is read from the model
     (:func:`model_token_grid`: timm's vision transformers); convolutions take theirs from their output.

@@ -26,7 +26,7 @@ class HOTLayerMixin:
     # what makes x again from a tensor kept for the backward, and (x, that tensor, x's version) as its source
     # module's hook left them for the next forward (hot.recompute's pairing, HOTConfig.recompute_inputs)
     hot_input_source: Callable[[torch.Tensor], torch.Tensor] | None = None
-    hot_pending_source: tuple[torch.Tensor, torch.Tensor, int | None] | None = None
+    hot_pending_source: tuple[torch.Tensor, torch.Tensor, int | None, torch.dtype | None] | None = None
     weight: nn.Parameter
 
     def _init_hot(self, config: HOTConfig, index: int) -> None:
@@ -133,10 +133,15 @@ class HOTLinear(HOTLayerMixin, nn.Linear):
 
     def _source_of(self, x: torch.Tensor, pending: tuple | None) -> torch.Tensor | None:
         """The tensor x's source module made x from (:mod:`hot.recompute`), kept for the backward in place of x or its
-        codes: only if x is that module's very output, not edited in place since."""
-        if self.hot_input_source is None or pending is None or pending[0] is not x:
+        codes: only if x is that module's very output, not edited in place since (no pre-hook of this layer could
+        have), and the source ran under this layer's autocast."""
+        if self.hot_input_source is None or pending is None or pending[0] is not x or self._forward_pre_hooks:
             return None
-        return pending[1] if pending[2] is None or pending[2] == x._version else None
+        _, source, version, autocast = pending
+        device = x.device.type
+        if autocast != (torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None):
+            return None
+        return source if version is None or version == x._version else None
 
 
 class HOTConv2d(HOTLayerMixin, nn.Conv2d):

@@ -13,8 +13,9 @@ autocast). Pairs, in timm's vision transformers:
 
 A forward hook on the source module leaves (its output, its input) with the layer, which takes the input as x's
 source only if x is that very output, unchanged since (hooks on an identity or p = 0 dropout between, as in timm's
-Mlp, pass it on): anything else between them (a dropout that drops, another hook, an in-place edit, a swapped
-module) makes the layer keep its codes as usual. A LayerNorm under autocast whose input is not
+Mlp, pass it on): anything else between them (a dropout that drops, an in-place edit, a swapped module, any other
+hook on those modules or pre-hook on the layer, a global module hook, autocast entered or left between) makes the
+layer keep its codes as usual. A LayerNorm under autocast whose input is not
 float32 keeps a float32 copy, not its input, so there nothing is left. Under ``torch.compile`` the forward's module
 may run as an inductor kernel whose last bits differ from eager PyTorch's, which the backward runs.
 """
@@ -37,14 +38,35 @@ def _timm(mod: nn.Module, name: str, module: str = "timm.") -> bool:
     return type(mod).__name__ == name and type(mod).__module__.startswith(module)
 
 
+def _hooks_alone(module: nn.Module) -> bool:
+    """No forward hook but this module's pairing hook, no global one: nothing can replace or edit its output
+    unseen (a compiled graph has no tensor versions to show an in-place edit), and it is no DataParallel replica
+    (whose hooks, shared with the original, would leave sources with the original's layer)."""
+    own = sum(_is_source_hook(hook) for hook in module._forward_hooks.values())
+    return (
+        own == 1
+        and len(module._forward_hooks) == 1
+        and not nn.modules.module._global_forward_hooks
+        and not getattr(module, "_is_replica", False)
+    )
+
+
+def _autocast_dtype(t: torch.Tensor) -> torch.dtype | None:
+    device = t.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+
+
 def _leave_source(layer: HOTLinear, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
-    """Forward hook of a source module: (output, input, output's version) left for ``layer``'s next forward."""
+    """Forward hook of a source module: (output, input, output's version, autocast dtype) left for ``layer``'s next
+    forward."""
     u = args[0] if args else None
     if not torch.is_grad_enabled() or not isinstance(u, torch.Tensor) or not isinstance(output, torch.Tensor):
         return
+    if not _hooks_alone(module):
+        return
     if isinstance(module, nn.LayerNorm) and u.dtype != torch.float32 and torch.is_autocast_enabled(u.device.type):
         return  # autocast hands the norm a float32 copy of u: that copy, not u, is what the norm keeps
-    layer.hot_pending_source = (output, u, _version(output))
+    layer.hot_pending_source = (output, u, _version(output), _autocast_dtype(u))
 
 
 def _version(t: torch.Tensor) -> int | None:
@@ -59,7 +81,9 @@ def _pass_source(layer: HOTLinear, module: nn.Module, args: tuple[Any, ...], out
     pending = layer.hot_pending_source
     passes = type(module) is nn.Identity or (type(module) is nn.Dropout and (module.p == 0.0 or not module.training))
     if pending is not None and passes and args and pending[0] is args[0] and isinstance(output, torch.Tensor):
-        layer.hot_pending_source = (output, pending[1], _version(output))
+        unchanged = pending[2] is None or pending[2] == args[0]._version
+        keep = unchanged and _hooks_alone(module)
+        layer.hot_pending_source = (output, pending[1], _version(output), pending[3]) if keep else None
 
 
 def _is_source_hook(hook: object) -> bool:
@@ -73,15 +97,17 @@ def _remove_source_hooks(module: nn.Module) -> None:
 
 def _pair(source: nn.Module, layer: object, between: tuple[object, ...] = ()) -> bool:
     """``source`` -> ``layer``, through the ``between`` modules (each an nn.Identity or nn.Dropout, else none)."""
-    if not isinstance(layer, HOTLinear):
+    if not isinstance(layer, HOTLinear) or "forward" in source.__dict__:  # an instance's own forward: not replayed
         return False
     layer.hot_input_source = functools.partial(type(source).forward, source)  # the class's: no hooks in the backward
+    # first among the module's hooks: it sees the module's own output (a later hook's replacement or in-place edit then
+    # makes the layer keep its codes)
     _remove_source_hooks(source)
-    source.register_forward_hook(functools.partial(_leave_source, layer))
+    source.register_forward_hook(functools.partial(_leave_source, layer), prepend=True)
     for module in between:
         if type(module) in (nn.Identity, nn.Dropout):
             _remove_source_hooks(module)
-            module.register_forward_hook(functools.partial(_pass_source, layer))
+            module.register_forward_hook(functools.partial(_pass_source, layer), prepend=True)
     return True
 
 

@@ -112,7 +112,7 @@ def convert(
             return layer
         _set_submodule(model, name, layer)
         index += 1
-    if config.recompute_inputs != "none" and not pair_input_sources(model, config.recompute_inputs == "all"):
+    if not pair_input_sources(model, config.recompute_inputs) and config.recompute_inputs != "none":
         warnings.warn(
             f"recompute_inputs={config.recompute_inputs!r} but no HOT layer qualifies (the fc2 of a timm Mlp with an "
             "elementwise activation and no dropout or norm between; with 'all' also the qkv / fc1 of a timm Block "
@@ -179,13 +179,10 @@ def load_plain_state_dict(model: nn.Module, state_dict: Mapping[str, Any], stric
 def set_config(model: nn.Module, **changes: object) -> None:
     """Change config fields of every HOT layer (e.g. ``gx_bits=8`` for the pre-training warm-up); a new
     ``recompute_inputs`` pairs the layers with their sources again (:mod:`hot.recompute`)."""
-    layers = [layer for _, layer in hot_layers(model)]
-    for layer in layers:
+    for _, layer in hot_layers(model):
         layer.set_hot_config(layer.hot_config.replace(**changes))
     if "recompute_inputs" in changes:
-        unpair_input_sources(model)
-        if changes["recompute_inputs"] != "none":
-            pair_input_sources(model, changes["recompute_inputs"] == "all")
+        pair_input_sources(model, changes["recompute_inputs"])
 
 
 def _set_submodule(model: nn.Module, name: str, new: nn.Module) -> None:

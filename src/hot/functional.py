@@ -251,10 +251,10 @@ def _layer_forward_fake(*args: Any) -> list[torch.Tensor]:
 
 
 def _setup_forward(ctx: Any, inputs: tuple, output: list[torch.Tensor]) -> None:
-    x, weight, bias, handle, _, save, *source = inputs
+    x, weight, bias, handle, compute_dtype, save, *source = inputs
     _, step, *packed = output
     ctx.handle, ctx.x_shape, ctx.x_dtype, ctx.has_bias = handle, x.shape, x.dtype, bias is not None
-    ctx.save, ctx.compute_dtype = save, inputs[4]
+    ctx.save, ctx.compute_dtype = save, compute_dtype
     kept = {"codes": packed, "input": [x], "recompute": source[:1]}
     ctx.save_for_backward(weight, step, *kept.get(save, []))
 
@@ -264,9 +264,9 @@ def _input_gradients(ctx: Any, grads: Sequence[torch.Tensor], backward: Callable
     then None for each other input (six or seven: a traced call may leave out a ``source`` of None)."""
     weight, step, *saved = ctx.saved_tensors
     needs = [bool(n) for n in ctx.needs_input_grad[:3]]
-    args = (grads[0], weight, saved, step, ctx.handle, list(ctx.x_shape), ctx.x_dtype, needs, ctx.save)
-    args += (ctx.compute_dtype,)
-    g_x, g_w, g_b = backward(*args)
+    g_x, g_w, g_b = backward(
+        grads[0], weight, saved, step, ctx.handle, list(ctx.x_shape), ctx.x_dtype, needs, ctx.save, ctx.compute_dtype
+    )
     others = (None,) * (len(ctx.needs_input_grad) - 3)
     return g_x if needs[0] else None, g_w if needs[1] else None, g_b if needs[2] else None, *others
 
@@ -365,6 +365,13 @@ class _EagerLayer(torch.autograd.Function):
         return _input_gradients(ctx, grads, _backward_outputs)
 
 
+def autocast_dtype(device: str) -> torch.dtype | None:
+    """The dtype autocast computes in on this device type now, None where it is off (or the device has none)."""
+    if device in _AUTOCAST_DEVICES and torch.is_autocast_enabled(device):
+        return torch.get_autocast_dtype(device)
+    return None
+
+
 def _recomputed_input(
     layer: HOTLayer, source: torch.Tensor, x_dtype: torch.dtype, compute_dtype: torch.dtype | None
 ) -> torch.Tensor:
@@ -383,8 +390,7 @@ def hot_layer_forward(layer: HOTLayer, x: torch.Tensor, source: torch.Tensor | N
     functions without the op dispatch (:class:`_EagerLayer`). ``source``: the tensor x was made from by the
     layer's ``hot_input_source``, kept for g_w in place of x or its codes."""
     device = x.device.type
-    autocast = device in _AUTOCAST_DEVICES and torch.is_autocast_enabled(device)
-    dtype = torch.get_autocast_dtype(device) if autocast else None
+    dtype = autocast_dtype(device)
     # x is cast here, where autograd sees it: the op saves (or packs) and differentiates the x its GEMM
     # reads, and g_x leaves the backward in that dtype (the FP8 GEMM's epilogue writes it directly).
     x = _cast(x, dtype)

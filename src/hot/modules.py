@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import HOTConfig
-from .functional import hot_layer_forward, register_layer
+from .functional import autocast_dtype, hot_layer_forward, register_layer
 from .hla import TokenGrid
 from .methods import LayerState, create_method
 
@@ -138,8 +138,7 @@ class HOTLinear(HOTLayerMixin, nn.Linear):
         if self.hot_input_source is None or pending is None or pending[0] is not x or self._forward_pre_hooks:
             return None
         _, source, version, autocast = pending
-        device = x.device.type
-        if autocast != (torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None):
+        if autocast != autocast_dtype(x.device.type):
             return None
         return source if version is None or version == x._version else None
 

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .functional import autocast_dtype
 from .modules import HOTLinear
 
 # Elementwise and deterministic: made again from the same input, the same bits.
@@ -51,11 +52,6 @@ def _hooks_alone(module: nn.Module) -> bool:
     )
 
 
-def _autocast_dtype(t: torch.Tensor) -> torch.dtype | None:
-    device = t.device.type
-    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
-
-
 def _leave_source(layer: HOTLinear, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
     """Forward hook of a source module: (output, input, output's version, autocast dtype) left for ``layer``'s next
     forward."""
@@ -64,9 +60,10 @@ def _leave_source(layer: HOTLinear, module: nn.Module, args: tuple[Any, ...], ou
         return
     if not _hooks_alone(module):
         return
-    if isinstance(module, nn.LayerNorm) and u.dtype != torch.float32 and torch.is_autocast_enabled(u.device.type):
+    autocast = autocast_dtype(u.device.type)
+    if isinstance(module, nn.LayerNorm) and u.dtype != torch.float32 and autocast is not None:
         return  # autocast hands the norm a float32 copy of u: that copy, not u, is what the norm keeps
-    layer.hot_pending_source = (output, u, _version(output), _autocast_dtype(u))
+    layer.hot_pending_source = (output, u, _version(output), autocast)
 
 
 def _version(t: torch.Tensor) -> int | None:
@@ -111,10 +108,14 @@ def _pair(source: nn.Module, layer: object, between: tuple[object, ...] = ()) ->
     return True
 
 
-def pair_input_sources(model: nn.Module, norms: bool = True) -> int:
-    """Pair each qualifying HOT layer with its input's source module (module docstring): the activations' and, with
-    ``norms``, the LayerNorms'. Returns how many layers are paired (ones paired before included).
-    :func:`unpair_input_sources` undoes it."""
+def pair_input_sources(model: nn.Module, mode: str) -> int:
+    """Pair the HOT layers with their inputs' source modules as ``HOTConfig.recompute_inputs`` ``mode`` says (module
+    docstring): none, the activations', or also the LayerNorms'; earlier pairings are undone first. Returns how many
+    layers are paired. :func:`unpair_input_sources` undoes it."""
+    unpair_input_sources(model)
+    if mode == "none":
+        return 0
+    norms = mode == "all"
     paired = 0
     for mod in model.modules():
         act = getattr(mod, "act", None)

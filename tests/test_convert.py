@@ -322,9 +322,10 @@ def _distinct_saved_bytes(model, x):
 @pytest.mark.parametrize("mode", ["activations", "all"])
 @pytest.mark.parametrize("abc", [True, False])
 def test_recomputed_inputs_keep_the_gradients_bit_for_bit_and_fewer_bytes(abc, mode):
-    """recompute_inputs: fc2 keeps fc1's output (which GELU keeps anyway), with "all" qkv and fc1 their LayerNorm's
-    input (which the norm keeps), instead of their inputs or codes, and they make them again in the backward: the
-    same gradients over two steps, and each paired layer's codes (or inputs) fewer saved bytes."""
+    """recompute_inputs: fc2 keeps fc1's output (which GELU keeps anyway), proj its input (a view of the attention's
+    output, which the attention keeps), with "all" qkv and fc1 their LayerNorm's input (which the norm keeps),
+    instead of their inputs or codes, and they make them again in the backward: the same gradients over two steps,
+    and each paired layer's codes (or inputs) fewer saved bytes."""
     x = torch.randn(4, 3, 32, 32)
     y = torch.randint(0, 10, (4,))
     runs = {}
@@ -333,7 +334,8 @@ def test_recomputed_inputs_keep_the_gradients_bit_for_bit_and_fewer_bytes(abc, m
         fed_by_norms = [layer for b in model.blocks for layer in (b.attn.qkv, b.mlp.fc1)]
         assert all((b.mlp.fc2.hot_input_source is not None) == (chosen != "none") for b in model.blocks)
         assert all((layer.hot_input_source is not None) == (chosen == "all") for layer in fed_by_norms)
-        assert model.head.hot_input_source is None and all(b.attn.proj.hot_input_source is None for b in model.blocks)
+        assert all((b.attn.proj.hot_input_source is not None) == (chosen != "none") for b in model.blocks)
+        assert model.head.hot_input_source is None
         grads = []
         for _ in range(2):  # a second step: new dither, the same on both sides
             model.zero_grad()
@@ -349,8 +351,10 @@ def test_recomputed_inputs_keep_the_gradients_bit_for_bit_and_fewer_bytes(abc, m
     block = model.blocks[0]
     channels = block.mlp.fc2.in_features + (block.attn.qkv.in_features + block.mlp.fc1.in_features) * (mode == "all")
     # ABC: int8 codes of 4 samples x (the 4x4 window's 8 kept rows + the class token's 1) and a float32 scale a
-    # layer; without ABC each layer kept its float32 input
-    kept = 4 * (8 + 1) * channels + (3 if mode == "all" else 1) * 4 if abc else tokens * channels * 4
+    # layer, proj's among them; without ABC each layer kept its float32 input, where proj's was the attention's
+    # output anyway
+    proj = block.attn.proj.in_features
+    kept = 4 * (8 + 1) * (channels + proj) + (4 if mode == "all" else 2) * 4 if abc else tokens * channels * 4
     assert plain_bytes - again_bytes == len(model.blocks) * kept
 
 
@@ -361,13 +365,19 @@ def _source_hooks(module):
 def _recomputing_layers(model, monkeypatch, steps=1):
     """Names of the layers whose backward made their input again, over ``steps`` training steps (same seed)."""
     names = []
-    original = functional._recomputed_input
+    original, gelu_on_load = functional._recomputed_input, functional._gelu_on_load
 
     def counted(layer, *args):
         names.append(layer.hot_name)
         return original(layer, *args)
 
+    def counted_gelu(layer, *args):  # fc2's codes made from fc1's output, the GELU applied as they are read
+        fused = gelu_on_load(layer, *args)
+        names.extend([layer.hot_name] * fused)
+        return fused
+
     monkeypatch.setattr(functional, "_recomputed_input", counted)
+    monkeypatch.setattr(functional, "_gelu_on_load", counted_gelu)
     grads = []
     for _ in range(steps):
         torch.manual_seed(1)  # the same dropout masks on both sides
@@ -389,8 +399,9 @@ def _replace_output(module, args, output):
 def test_recompute_inputs_falls_back_wherever_x_is_not_its_source_output(monkeypatch):
     """Only a layer whose x is its source module's very output recomputes: a dropout after the activation, a user
     hook replacing the norm's output (registered before the pairing's), a pre-hook editing the layer's input in
-    place, an activation swapped after convert each leave that layer keeping its codes, with the gradients of a twin
-    that keeps every layer's codes."""
+    place, an activation swapped after convert, an attention switched to its unfused path after convert (whose
+    output no backward keeps) each leave that layer keeping its codes, with the gradients of a twin that keeps every
+    layer's codes."""
     twins = []
     for mode in ("none", "all"):
         torch.manual_seed(0)
@@ -400,10 +411,11 @@ def test_recompute_inputs_falls_back_wherever_x_is_not_its_source_output(monkeyp
         hot.convert(model, HOTConfig(backend="fake", recompute_inputs=mode))
         model.blocks[0].attn.qkv.register_forward_pre_hook(_edit_in_place)
         model.blocks[0].mlp.act = nn.GELU(approximate="tanh")  # swapped after convert: no hook, fc2 keeps codes
+        model.blocks[1].attn.fused_attn = False  # attn @ v: its backward keeps attn and v, not the output
         twins.append(model)
     keeps, recomputes = twins
     names, grads = _recomputing_layers(recomputes, monkeypatch)
-    assert names == {"blocks.0.mlp.fc1", "blocks.1.mlp.fc1"}
+    assert names == {"blocks.0.mlp.fc1", "blocks.1.mlp.fc1", "blocks.0.attn.proj"}
     _, kept = _recomputing_layers(keeps, monkeypatch)
     assert all(torch.equal(a, b) for a, b in zip(kept[0], grads[0], strict=True))
 

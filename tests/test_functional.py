@@ -68,14 +68,22 @@ def train(net: nn.Module, x: torch.Tensor, steps: int, compiled: bool, amp: bool
 
 @pytest.mark.parametrize("amp", [False, True], ids=["fp32", "bf16_autocast"])
 def test_recomputed_inputs_compile_to_one_graph_and_train_as_the_saved_codes_do(amp, monkeypatch):
-    """recompute_inputs="all" under torch.compile: one graph, every qkv, fc1 and fc2 backward makes its input again
-    (the source hooks and the identity check survive tracing), and the same losses and weights bit for bit as eager
-    training that keeps the codes (also under bf16 autocast: fc2 reads GELU's bf16 output, qkv the norm's float32)."""
+    """recompute_inputs="all" under torch.compile: one graph, every qkv, proj, fc1 and fc2 backward makes its input
+    again (the source hooks and the identity check survive tracing), and the same losses and weights bit for bit as
+    eager training that keeps the codes (also under bf16 autocast: fc2 reads GELU's bf16 output, qkv the norm's
+    float32)."""
     made_again = []
-    original = hot.functional._recomputed_input
+    original, gelu_on_load = hot.functional._recomputed_input, hot.functional._gelu_on_load
     monkeypatch.setattr(
         hot.functional, "_recomputed_input", lambda layer, *a: made_again.append(layer.hot_name) or original(layer, *a)
     )
+
+    def counted_gelu(layer, *args):  # fc2: its codes made from fc1's output with the GELU applied as they are read
+        fused = gelu_on_load(layer, *args)
+        made_again.extend([layer.hot_name] * fused)
+        return fused
+
+    monkeypatch.setattr(hot.functional, "_gelu_on_load", counted_gelu)
     torch.manual_seed(0)
     eager = hot.convert(small_vit().train(), preset("hot_abc"))
     torch.manual_seed(0)
@@ -92,7 +100,7 @@ def test_recomputed_inputs_compile_to_one_graph_and_train_as_the_saved_codes_do(
     dynamo.reset()
     made_again.clear()
     assert train(compiled, x, 3, compiled=True, amp=amp) == expected
-    paired = {f"blocks.{i}.{name}" for i in range(2) for name in ("attn.qkv", "mlp.fc1", "mlp.fc2")}
+    paired = {f"blocks.{i}.{name}" for i in range(2) for name in ("attn.qkv", "attn.proj", "mlp.fc1", "mlp.fc2")}
     assert sorted(made_again) == sorted(list(paired) * 3), made_again
     for (name, a), b in zip(eager.named_parameters(), compiled.parameters(), strict=True):
         assert torch.equal(a, b), name

@@ -34,6 +34,45 @@ __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
+// v rounded to T (to nearest even) and widened back.
+template <typename T>
+__device__ __forceinline__ float rounded_to(float v);
+template <>
+__device__ __forceinline__ float rounded_to<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ float rounded_to<__half>(float v) {
+  return __half2float(__float2half_rn(v));
+}
+template <>
+__device__ __forceinline__ float rounded_to<__nv_bfloat16>(float v) {
+  return __bfloat162float(__float2bfloat16_rn(v));
+}
+
+// GELU (exact: erf) of a T value as PyTorch's CUDA kernel computes it, x/2 * (1 + erf(x / sqrt 2)) in float, rounded
+// to T. The backend fuses it into a quantiser only where gelu_elementwise matched F.gelu on every finite T value on
+// that device.
+template <typename T>
+__device__ __forceinline__ float gelu_of(float x) {
+  const float erf_term = __fadd_rn(1.0f, erff(__fmul_rn(x, 0.707106781186547524f)));
+  return rounded_to<T>(__fmul_rn(__fmul_rn(x, 0.5f), erf_term));
+}
+
+// out = gelu_of(t) elementwise (16-bit T): what the fused quantisers read, for the backend's check against F.gelu.
+template <typename T>
+__global__ void gelu_kernel(const T* __restrict__ t, int64_t n, T* __restrict__ out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float y = gelu_of<T>(to_float(t[i]));
+    if constexpr (std::is_same_v<T, __half>) {
+      out[i] = __float2half_rn(y);
+    } else {
+      out[i] = __float2bfloat16_rn(y);
+    }
+  }
+}
+
 template <int Bytes> struct VecOf;
 template <> struct VecOf<16> { using type = uint4; };
 template <> struct VecOf<8> { using type = uint2; };
@@ -415,7 +454,8 @@ struct HlaRows {
 
 // The 16 slots of unit sb for channels c..c+Vec, zero where padded: 16 row loads of Vec contiguous elements
 // (coalesced along the channel axis across the tile's threads), at 32-bit offsets from one 64-bit address.
-template <typename T, int Vec>
+// With Gelu, each element is GELU(t)'s (gelu_of), as if t's GELU had been written and read back.
+template <typename T, int Vec, bool Gelu = false>
 __device__ __forceinline__ void hla_load_raw(const T* __restrict__ t, const HlaShape& sh, const HlaUnit& u,
                                              int64_t c, float (&v)[Vec][kHla]) {
   const T* first = t + u.first * sh.channels + c;
@@ -429,7 +469,7 @@ __device__ __forceinline__ void hla_load_raw(const T* __restrict__ t, const HlaS
     float e[Vec];
     load_contiguous<T, Vec>(first + (inside ? offset : 0u), e);
 #pragma unroll
-    for (int i = 0; i < Vec; ++i) v[i][k] = inside ? e[i] : 0.0f;
+    for (int i = 0; i < Vec; ++i) v[i][k] = inside ? (Gelu ? gelu_of<T>(e[i]) : e[i]) : 0.0f;
   }
 }
 
@@ -450,11 +490,11 @@ __device__ __forceinline__ void hla_transform(const HlaUnit& u, float (&v)[Vec][
 }
 
 // The same slots transformed (H_16 v, prefix rows scaled).
-template <typename T, int Vec>
+template <typename T, int Vec, bool Gelu = false>
 __device__ __forceinline__ void hla_load(const T* __restrict__ t, const HlaShape& sh, int64_t sb, int64_t c,
                                          float (&v)[Vec][kHla]) {
   const HlaUnit u = hla_unit_at(sh, sb);
-  hla_load_raw<T, Vec>(t, sh, u, c, v);
+  hla_load_raw<T, Vec, Gelu>(t, sh, u, c, v);
   hla_transform<Vec>(u, v);
 }
 
@@ -525,7 +565,7 @@ __device__ __forceinline__ void hla_load_unit(const T* __restrict__ t, const Hla
   }
 }
 
-template <typename T, int Vec>
+template <typename T, int Vec, bool Gelu>
 __global__ void __launch_bounds__(kHlaThreads)
     hla_amax(const T* __restrict__ t, HlaShape sh, unsigned mask, bool per_channel, uint32_t* amax_bits,
              float* __restrict__ column_partials) {
@@ -541,7 +581,10 @@ __global__ void __launch_bounds__(kHlaThreads)
     for (int i = 0; i < Vec; ++i) {
       float v[kHla];
 #pragma unroll
-      for (int k = 0; k < kHla; ++k) v[k] = to_float(reinterpret_cast<const T*>(&raw.slot[k])[i]);
+      for (int k = 0; k < kHla; ++k) {
+        const float e = to_float(reinterpret_cast<const T*>(&raw.slot[k])[i]);
+        v[k] = Gelu ? gelu_of<T>(e) : e;  // a padding slot's zero stays zero
+      }
       hla_transform_channel(prefix, v);
       unit_sum[i] = prefix ? __fmul_rn(v[0], 0.25f) : v[0];
 #pragma unroll
@@ -710,7 +753,7 @@ __device__ void column_sums_of(const float* __restrict__ partials, int64_t tiles
 // Phase 1 transforms the tile's units and parks their kept rows; phase 2 quantises them. Where column sums were asked
 // for, the first row of tiles (tile_b = 0) then adds the amax pass's tile partials of its channels, reusing the tile's
 // shared memory: no finishing kernel between the passes.
-template <typename T, int Vec, bool Stochastic>
+template <typename T, int Vec, bool Stochastic, bool Gelu>
 __global__ void __launch_bounds__(kHlaThreads)
     hla_quantize_kernel(const T* __restrict__ t, HlaShape sh, HlaRows rows, int qmax, bool per_channel,
                         HashKey hash, const uint32_t* __restrict__ amax_bits, int8_t* __restrict__ codes_t,
@@ -723,7 +766,7 @@ __global__ void __launch_bounds__(kHlaThreads)
     hla_unit(sh, Vec, sb, c);
     if (sb >= 0) {
       float v[Vec][kHla];
-      hla_load<T, Vec>(t, sh, sb, c, v);
+      hla_load<T, Vec, Gelu>(t, sh, sb, c, v);
       hla_park<Vec>(tile, rows, v);
     }
   }
@@ -753,32 +796,47 @@ void launch_column_sums_finish(const ColumnSums& sums, int64_t tiles, int64_t ch
   column_sums_finish<<<blocks, kSumRows * kSumCols, 0, stream>>>(sums.partials, tiles, channels, sums.out);
 }
 
-template <typename T, int Vec>
+template <typename T, int Vec, bool Gelu>
 void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool per_channel, bool stochastic,
                     HashKey key, int8_t* codes_t, float* scale, uint32_t* amax_bits, const ColumnSums& sums,
                     cudaStream_t stream) {
   sh.tiles_c = (sh.channels + HlaTile<Vec>::kCols - 1) / HlaTile<Vec>::kCols;
   const int64_t tiles_b = (sh.sblocks + kTileBlocks - 1) / kTileBlocks, tiles = sh.tiles_c * tiles_b;
-  hla_amax<T, Vec><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(t, sh, rows.mask, per_channel,
-                                                                            amax_bits, sums.partials);
+  hla_amax<T, Vec, Gelu><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(t, sh, rows.mask, per_channel,
+                                                                                  amax_bits, sums.partials);
   if (stochastic) {
-    hla_quantize_kernel<T, Vec, true><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(
+    hla_quantize_kernel<T, Vec, true, Gelu><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(
         t, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale, sums);
   } else {
-    hla_quantize_kernel<T, Vec, false><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(
+    hla_quantize_kernel<T, Vec, false, Gelu><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(
         t, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale, sums);
   }
 }
 
+// gelu: the codes of GELU(t) (gelu_of), for 16-bit t only (the bindings check it).
 template <typename T>
 void launch_hla(const T* t, const HlaShape& sh, const HlaRows& rows, int qmax, bool per_channel, bool stochastic,
                 HashKey key, int8_t* codes_t, float* scale, uint32_t* amax_bits, const ColumnSums& sums,
-                cudaStream_t stream) {
+                cudaStream_t stream, bool gelu = false) {
+  if constexpr (!std::is_same_v<T, float>) {
+    if (gelu) {
+      if (sh.channels % 4 == 0) {
+        launch_hla_vec<T, 4, true>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums,
+                                   stream);
+      } else {
+        launch_hla_vec<T, 1, true>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums,
+                                   stream);
+      }
+      return;
+    }
+  }
   // Vector loads need every row start aligned to 4 elements.
   if (sh.channels % 4 == 0) {
-    launch_hla_vec<T, 4>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums, stream);
+    launch_hla_vec<T, 4, false>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums,
+                                stream);
   } else {
-    launch_hla_vec<T, 1>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums, stream);
+    launch_hla_vec<T, 1, false>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums,
+                                stream);
   }
 }
 
@@ -1192,11 +1250,21 @@ int64_t hla_column_partial_rows(int64_t length, const HlaWindows& windows) {
 
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
                   const int* rows, int rank, int qmax, bool per_channel, bool stochastic, HashKey key, int8_t* codes_t,
-                  float* scale, uint32_t* amax_bits, const ColumnSums& sums, cudaStream_t stream) {
+                  float* scale, uint32_t* amax_bits, const ColumnSums& sums, cudaStream_t stream, bool gelu) {
   const HlaRows kept = hla_rows(rows, rank);
   const HlaShape sh = hla_shape(length, channels, windows, rank);
   with_input_type(t, type, [&](auto p) {
-    launch_hla(p, sh, kept, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums, stream);
+    launch_hla(p, sh, kept, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums, stream, gelu);
+  });
+}
+
+void gelu_elementwise(const void* t, InType type, int64_t n, void* out, cudaStream_t stream) {
+  with_input_type(t, type, [&](auto p) {
+    using T = element_of<decltype(p)>;
+    if constexpr (!std::is_same_v<T, float>) {
+      const auto blocks = static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxGrid));
+      gelu_kernel<T><<<blocks, kThreads, 0, stream>>>(p, n, static_cast<T*>(out));
+    }
   });
 }
 

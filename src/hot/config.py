@@ -58,11 +58,12 @@ class HOTConfig:
     side_stream: in a CUDA graph (``torch.compile(mode="reduce-overhead")``, ``torch.cuda.graph``), the ``real``
         backend queues a backward's g_w chain on a second CUDA stream beside its g_x chain (the same kernels on
         the same inputs: the same bits); eager backwards, and all of them when off, run both on one stream.
-    recompute_inputs: HOT layers whose input is made by a module that keeps its own input for its backward
-        anyway keep that input instead of x's codes, and their backward makes x and the codes again
+    recompute_inputs: HOT layers whose input is made by a module that keeps its own input (or x itself) for its
+        backward anyway keep that instead of x's codes, and their backward makes x and the codes again
         (:mod:`hot.recompute`): eagerly the same gradients bit for bit, for one more LayerNorm or activation a
-        backward. ``none``; ``activations``: after an elementwise activation (timm MLPs' fc2); ``all``: also after
-        a LayerNorm (timm blocks' qkv and fc1). Set at :func:`hot.convert`, which pairs layers and sources.
+        backward. ``none``; ``activations``: after an elementwise activation (timm MLPs' fc2) and after fused
+        attention, whose output x is (timm attention's proj: nothing to make again); ``all``: also after a
+        LayerNorm (timm blocks' qkv and fc1). Set at :func:`hot.convert`, which pairs layers and sources.
     """
 
     method: str = "hot"

@@ -7,6 +7,10 @@ the codes the forward would have made, bit for bit (the same deterministic modul
 autocast). Pairs, in timm's vision transformers:
 
 - ``Mlp``: ``act`` -> ``fc2`` (``recompute_inputs="activations"`` or ``"all"``);
+- ``Attention``: its fused attention's output -> ``proj`` (the same modes), through the identity ``attn.norm``:
+  x is a view of that output, which the attention's backward keeps, so proj keeps x itself and quantises it in its
+  backward (nothing runs again). Where x is not such a view (the unfused path, an output laid out so the reshape
+  copies, a gate), proj keeps its codes;
 - ViT ``Block``: ``norm1`` -> ``attn.qkv``, ``norm2`` -> ``mlp.fc1`` (``"all"``). This costs more: the LayerNorm runs
   again in float32 and x is cast to the autocast dtype again (about 2 ms of a ViT-B/16 step at batch 128 under CUDA
   graphs on an H100, for about 0.35 GiB less at its peak).
@@ -23,6 +27,7 @@ may run as an inductor kernel whose last bits differ from eager PyTorch's, which
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -52,13 +57,40 @@ def _hooks_alone(module: nn.Module) -> bool:
     )
 
 
-def _leave_source(layer: HOTLinear, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+# Fused attention's autograd nodes: each keeps its output for the backward.
+_FUSED_ATTENTION_NODES = frozenset(
+    {
+        "ScaledDotProductFlashAttentionBackward0",
+        "ScaledDotProductEfficientAttentionBackward0",
+        "ScaledDotProductCudnnAttentionBackward0",
+        "ScaledDotProductFlashAttentionForCpuBackward0",
+    }
+)
+
+
+def kept_by_attention(u: torch.Tensor) -> bool:
+    """Whether ``u`` is a fused attention's output or a view of it: that attention's backward keeps its storage, so
+    keeping ``u`` costs no bytes. A graph traced by ``torch.compile`` has no autograd nodes to ask: there the pairing
+    trusts timm's ``fused_attn``."""
+    if torch.compiler.is_compiling():
+        return True
+    base = u if u._base is None else u._base
+    return type(base.grad_fn).__name__ in _FUSED_ATTENTION_NODES
+
+
+def _leave_source(
+    layer: HOTLinear,
+    module: nn.Module,
+    args: tuple[Any, ...],
+    output: Any,
+    kept: Callable[[torch.Tensor], bool] | None = None,
+) -> None:
     """Forward hook of a source module: (output, input, output's version, autocast dtype) left for ``layer``'s next
-    forward."""
+    forward, where the input is kept anyway (``kept``, if given, says so of it)."""
     u = args[0] if args else None
     if not torch.is_grad_enabled() or not isinstance(u, torch.Tensor) or not isinstance(output, torch.Tensor):
         return
-    if not _hooks_alone(module):
+    if not _hooks_alone(module) or (kept is not None and not kept(u)):
         return
     autocast = autocast_dtype(u.device.type)
     if isinstance(module, nn.LayerNorm) and u.dtype != torch.float32 and autocast is not None:
@@ -92,15 +124,21 @@ def _remove_source_hooks(module: nn.Module) -> None:
         del module._forward_hooks[key]
 
 
-def _pair(source: nn.Module, layer: object, between: tuple[object, ...] = ()) -> bool:
-    """``source`` -> ``layer``, through the ``between`` modules (each an nn.Identity or nn.Dropout, else none)."""
+def _pair(
+    source: nn.Module,
+    layer: object,
+    between: tuple[object, ...] = (),
+    kept: Callable[[torch.Tensor], bool] | None = None,
+) -> bool:
+    """``source`` -> ``layer``, through the ``between`` modules (each an nn.Identity or nn.Dropout, else none);
+    ``kept``: where the source's input is not always kept by its own backward, what tells when it is."""
     if not isinstance(layer, HOTLinear) or "forward" in source.__dict__:  # an instance's own forward: not replayed
         return False
     layer.hot_input_source = functools.partial(type(source).forward, source)  # the class's: no hooks in the backward
     # first among the module's hooks: it sees the module's own output (a later hook's replacement or in-place edit then
     # makes the layer keep its codes)
     _remove_source_hooks(source)
-    source.register_forward_hook(functools.partial(_leave_source, layer), prepend=True)
+    source.register_forward_hook(functools.partial(_leave_source, layer, kept=kept), prepend=True)
     for module in between:
         if type(module) in (nn.Identity, nn.Dropout):
             _remove_source_hooks(module)
@@ -110,8 +148,8 @@ def _pair(source: nn.Module, layer: object, between: tuple[object, ...] = ()) ->
 
 def pair_input_sources(model: nn.Module, mode: str) -> int:
     """Pair the HOT layers with their inputs' source modules as ``HOTConfig.recompute_inputs`` ``mode`` says (module
-    docstring): none, the activations', or also the LayerNorms'; earlier pairings are undone first. Returns how many
-    layers are paired. :func:`unpair_input_sources` undoes it."""
+    docstring): none, the activations' and attention's, or also the LayerNorms'; earlier pairings are undone first.
+    Returns how many layers are paired. :func:`unpair_input_sources` undoes it."""
     unpair_input_sources(model)
     if mode == "none":
         return 0
@@ -122,6 +160,10 @@ def pair_input_sources(model: nn.Module, mode: str) -> int:
         if _timm(mod, "Mlp") and type(act) in RECOMPUTABLE_ACTIVATIONS and not getattr(act, "inplace", False):
             between = (getattr(mod, "drop1", None), getattr(mod, "norm", None))
             paired += _pair(act, getattr(mod, "fc2", None), between)
+        if _timm(mod, "Attention") and getattr(mod, "fused_attn", False):
+            norm = getattr(mod, "norm", None)
+            if type(norm) is nn.Identity and getattr(mod, "gate", None) is None:
+                paired += _pair(norm, getattr(mod, "proj", None), kept=kept_by_attention)
         if norms and _timm(mod, "Block", "timm.models.vision_transformer"):
             attn, mlp = getattr(mod, "attn", None), getattr(mod, "mlp", None)
             feeds = (

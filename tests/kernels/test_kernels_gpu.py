@@ -209,6 +209,39 @@ def test_hla_matches_cpu(kernel_backend, dtype, granularity, rounding, windows, 
     _assert_bits(scale, ref_scale)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_the_kernels_gelu_is_f_gelu_on_every_16_bit_value(kernel_backend, dtype) -> None:
+    """The GELU the HLA quantiser applies on load (recompute_inputs' fc2) equals PyTorch's CUDA F.gelu on all 65536
+    bit patterns of the dtype but NaNs, so the backend fuses it here: the H100's ViT step depends on it."""
+    values = torch.arange(-(2**15), 2**15, dtype=torch.int32, device=CUDA).to(torch.int16).view(dtype)
+    ours = kernel_backend.ops.gelu_elementwise(values)
+    theirs = torch.nn.functional.gelu(values)
+    finite = values.isfinite()
+    assert torch.equal(ours[finite].view(torch.int16), theirs[finite].view(torch.int16))
+    assert kernel_backend._gelu_exact(CUDA, dtype)
+    assert not kernel_backend._gelu_exact(CUDA, torch.float32)  # not checkable value by value: never fused
+
+
+@pytest.mark.parametrize("granularity", ["per_tensor", "per_channel"])
+@pytest.mark.parametrize(
+    ("windows", "samples", "channels", "rank"),
+    [(_spatial(1, 14, 14), 3, 3072, 8), (_spatial(1, 7, 7), 2, 30, 8), (_paper(16), 3, 7, 8)],
+    ids=str,
+)
+def test_hla_quantize_of_gelu_reads_the_gelu_on_load(kernel_backend, granularity, windows, samples, channels, rank):
+    """hla_quantize(t, gelu=True), the GELU applied as t is read, gives F.gelu(t)'s codes and scale bit for bit
+    (vector and scalar loads), where F.gelu(t) is not written."""
+    t = (_randn(windows.tokens * samples, channels, seed=channels, dtype=torch.float32) * 3).to(torch.bfloat16)
+    spec = HLASpec(windows, rank, 8, "stochastic", granularity, hash_key(1, 2, 3, Stream.GW_GRAD_OUTPUT))
+    t = t.to(CUDA)
+    want_codes, want_scale = kernel_backend.hla_quantize(torch.nn.functional.gelu(t), spec)
+    codes, scale = kernel_backend.hla_quantize(t, spec, gelu=True)
+    _assert_codes(codes, want_codes.cpu())
+    _assert_bits(scale, want_scale.cpu())
+    ref_codes, _ = REF.hla_quantize(t.cpu(), spec, gelu=True)  # the CPU's GELU may differ in a last bit
+    assert (codes.cpu().int() - ref_codes.int()).abs().max() <= 1
+
+
 @pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("hq_granularity", ["per_token", "per_tensor"])
@@ -1215,8 +1248,9 @@ def test_lora_with_hot_on_frozen_and_decomposed_weights_real_equals_fake(kernel_
 @pytest.mark.parametrize("mode", ["eager", "reduce-overhead"])
 def test_recomputed_inputs_equal_the_saved_codes_on_the_gpu(kernel_backend, mode: str) -> None:
     """recompute_inputs with the real backend, under bf16 autocast: each ViT block's qkv and fc1 make their input's
-    codes again in the backward from their LayerNorm's input, fc2 from fc1's output. Eagerly, three steps give the
-    gradients of a twin that keeps the codes, bit for bit, and the saved bytes shrink by the three layers' codes.
+    codes again in the backward from their LayerNorm's input, fc2 from fc1's output, proj from the attention's
+    output it reads. Eagerly, three steps give the
+    gradients of a twin that keeps the codes, bit for bit, and the saved bytes shrink by the four layers' codes.
     Under CUDA graphs (no skip) the forward's norms and GELU are inductor's kernels and the backward's eager
     PyTorch's, which may differ in the last bit: the first step's gradients are those of the compiled twin that
     keeps the codes to 1e-2 (a wrong source is off by about 1)."""
@@ -1232,7 +1266,11 @@ def test_recomputed_inputs_equal_the_saved_codes_on_the_gpu(kernel_backend, mode
     net = timm.create_model("vit_tiny_patch16_224", img_size=64, patch_size=8, depth=2, num_classes=10).to(CUDA)
     keeps = convert(copy.deepcopy(net), HOTConfig(backend="real", abc=True))
     recomputes = convert(net, HOTConfig(backend="real", abc=True, recompute_inputs="all"))
-    paired = [layer for block in recomputes.blocks for layer in (block.attn.qkv, block.mlp.fc1, block.mlp.fc2)]
+    paired = [
+        layer
+        for block in recomputes.blocks
+        for layer in (block.attn.qkv, block.attn.proj, block.mlp.fc1, block.mlp.fc2)
+    ]
     assert all(layer.hot_input_source is not None for layer in paired)
     x = _randn(4 * 3 * 64, 64, seed=5).to(CUDA).reshape(4, 3, 64, 64)
     dynamo.reset()

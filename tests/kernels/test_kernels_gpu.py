@@ -1156,14 +1156,16 @@ def test_low_level_ops_raise(kernel_backend) -> None:
         _C.cutlass_gemm_s4(a.view(torch.uint8), b.view(torch.uint8))
     with pytest.raises(ValueError, match="cols_pad"):
         _C.codes_to_e4m3(a, 4)
+    x64 = torch.randn(64, 4, device=CUDA)
+    flags = (8, False, False, [0], False, None)  # bits, stochastic, per_channel, key, column_sums, step
     with pytest.raises(ValueError, match="aligned"):
-        _C.hla_quantize(
-            torch.randn(257, device=CUDA)[1:].reshape(64, 4), [16, 0, 1, 16, 16], [0], 8, False, False, [0], False, None
-        )
+        _C.hla_quantize(torch.randn(257, device=CUDA)[1:].reshape(64, 4), [16, 0, 1, 16, 16], [0], *flags, False)
     with pytest.raises(ValueError, match=r"1 prefix \+ 4x4 grid is not T = 16"):
-        _C.hla_quantize(torch.randn(64, 4, device=CUDA), [16, 1, 4, 4, 4], [0], 8, False, False, [0], False, None)
+        _C.hla_quantize(x64, [16, 1, 4, 4, 4], [0], *flags, False)
     with pytest.raises(ValueError, match="4x4, or 1x16 strips"):
-        _C.hla_quantize(torch.randn(64, 4, device=CUDA), [16, 0, 2, 8, 8], [0], 8, False, False, [0], False, None)
+        _C.hla_quantize(x64, [16, 0, 2, 8, 8], [0], *flags, False)
+    with pytest.raises(ValueError, match="gelu needs a float16 or bfloat16 t"):
+        _C.hla_quantize(x64, [16, 0, 1, 16, 16], [0], *flags, True)
     g = torch.randn(32, 64, device=CUDA)
     with pytest.raises(ValueError, match="fp8 operands hold 4-bit codes only"):
         _C.hq_quantize_grad_output(g, 16, 8, True, [1], True, None)

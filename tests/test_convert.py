@@ -371,7 +371,7 @@ def _recomputing_layers(model, monkeypatch, steps=1):
         names.append(layer.hot_name)
         return original(layer, *args)
 
-    def counted_gelu(layer, *args):  # fc2's codes made from fc1's output, the GELU applied as they are read
+    def counted_gelu(layer, *args):  # fc2's codes made from fc1's output by the quantiser
         fused = gelu_on_load(layer, *args)
         names.extend([layer.hot_name] * fused)
         return fused

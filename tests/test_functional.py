@@ -78,7 +78,7 @@ def test_recomputed_inputs_compile_to_one_graph_and_train_as_the_saved_codes_do(
         hot.functional, "_recomputed_input", lambda layer, *a: made_again.append(layer.hot_name) or original(layer, *a)
     )
 
-    def counted_gelu(layer, *args):  # fc2: its codes made from fc1's output with the GELU applied as they are read
+    def counted_gelu(layer, *args):  # fc2: its codes made from fc1's output by the quantiser
         fused = gelu_on_load(layer, *args)
         made_again.extend([layer.hot_name] * fused)
         return fused

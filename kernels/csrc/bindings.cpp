@@ -234,10 +234,12 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int6
                             opts.dtype(at::kFloat));
   const hot::ColumnSums sums_out{column_sums ? partials.data_ptr<float>() : nullptr,
                                  column_sums ? sums.data_ptr<float>() : nullptr};
+  // with gelu, GELU(t) between the two passes (freed here: later work on this stream may reuse it)
+  auto gelu_t = gelu ? at::empty_like(t) : at::Tensor();
   hot::hla_quantize(t.data_ptr(), type, t.size(0), t.size(1), hla.windows, hla.kept.data(), hla.rank(), qmax,
                     per_channel, stochastic, hash, codes_t.data_ptr<int8_t>(), scale.data_ptr<float>(),
                     reinterpret_cast<uint32_t*>(amax.data_ptr<int32_t>()), sums_out,
-                    c10::cuda::getCurrentCUDAStream(), gelu);
+                    c10::cuda::getCurrentCUDAStream(), gelu ? gelu_t.data_ptr() : nullptr);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {codes_t, scale, sums};
 }

@@ -377,7 +377,7 @@ def autocast_dtype(device: str) -> torch.dtype | None:
 
 def _gelu_on_load(layer: HOTLayer, source: torch.Tensor, x_dtype: torch.dtype) -> bool:
     """Whether x is exact GELU of ``source`` in its own dtype (the layer's source an ``nn.GELU()``), so the codes
-    can be made from ``source`` with the GELU applied as it is read, x never written again (ABC only: without it
+    can be made from ``source`` by a quantiser that makes the GELU as it reads ``source`` (ABC only: without it
     g_w reads x itself)."""
     make = layer.hot_input_source
     module = make.args[0] if isinstance(make, functools.partial) and make.args else None

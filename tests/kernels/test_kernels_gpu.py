@@ -211,7 +211,7 @@ def test_hla_matches_cpu(kernel_backend, dtype, granularity, rounding, windows, 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_the_kernels_gelu_is_f_gelu_on_every_16_bit_value(kernel_backend, dtype) -> None:
-    """The GELU the HLA quantiser applies on load (recompute_inputs' fc2) equals PyTorch's CUDA F.gelu on all 65536
+    """The GELU the HLA quantiser makes (recompute_inputs' fc2) equals PyTorch's CUDA F.gelu on all 65536
     bit patterns of the dtype but NaNs, so the backend fuses it here: the H100's ViT step depends on it."""
     values = torch.arange(-(2**15), 2**15, dtype=torch.int32, device=CUDA).to(torch.int16).view(dtype)
     ours = kernel_backend.ops.gelu_elementwise(values)
@@ -228,9 +228,9 @@ def test_the_kernels_gelu_is_f_gelu_on_every_16_bit_value(kernel_backend, dtype)
     [(_spatial(1, 14, 14), 3, 3072, 8), (_spatial(1, 7, 7), 2, 30, 8), (_paper(16), 3, 7, 8)],
     ids=str,
 )
-def test_hla_quantize_of_gelu_reads_the_gelu_on_load(kernel_backend, granularity, windows, samples, channels, rank):
-    """hla_quantize(t, gelu=True), the GELU applied as t is read, gives F.gelu(t)'s codes and scale bit for bit
-    (vector and scalar loads), where F.gelu(t) is not written."""
+def test_hla_quantize_of_gelu_makes_the_gelu_itself(kernel_backend, granularity, windows, samples, channels, rank):
+    """hla_quantize(t, gelu=True), its amax pass making GELU(t) as it reads t and writing it for the quantise pass,
+    gives F.gelu(t)'s codes and scale bit for bit (vector and scalar loads, padded windows)."""
     t = (_randn(windows.tokens * samples, channels, seed=channels, dtype=torch.float32) * 3).to(torch.bfloat16)
     spec = HLASpec(windows, rank, 8, "stochastic", granularity, hash_key(1, 2, 3, Stream.GW_GRAD_OUTPUT))
     t = t.to(CUDA)

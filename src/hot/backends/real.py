@@ -195,9 +195,10 @@ class RealBackend:
         return self._sm90[index]
 
     def _gelu_exact(self, device: torch.device, dtype: torch.dtype) -> bool:
-        """Whether the quantiser may apply GELU on load for ``dtype`` on ``device``: only where the kernels' GELU
+        """Whether the HLA quantiser may make GELU(t) itself for ``dtype`` on ``device`` (its amax pass writes it as
+        it reads t, its quantise pass reads it: no GELU kernel, one read of t fewer): only where the kernels' GELU
         equals ``F.gelu`` on every finite value of the 16-bit ``dtype`` there (all 65536 bit patterns, checked once
-        per device and dtype, outside any CUDA graph capture), so the codes are those of the written GELU."""
+        per device and dtype, outside any CUDA graph capture), so the codes are those of ``F.gelu(t)``'s."""
         if dtype not in (torch.bfloat16, torch.float16):
             return False
         key = (_device_index(device), dtype)
@@ -506,7 +507,7 @@ class RealBackend:
         self.ops.check_float_matrix(t, "t")
         in_kernel = spec.windows.block == 16 and spec.granularity != "per_token"
         if gelu and not (in_kernel and self._gelu_exact(t.device, t.dtype)):
-            t, gelu = torch.nn.functional.gelu(t), False  # written once, as the forward wrote it
+            t, gelu = torch.nn.functional.gelu(t), False  # made as the forward made it
         if not in_kernel:
             # Other blocks (the authors' blocking: the largest power of two dividing T) and per-token HLA
             # scales are not in the kernel.

@@ -365,19 +365,13 @@ def _source_hooks(module):
 def _recomputing_layers(model, monkeypatch, steps=1):
     """Names of the layers whose backward made their input again, over ``steps`` training steps (same seed)."""
     names = []
-    original, gelu_on_load = functional._recomputed_input, functional._gelu_on_load
+    original = functional._recomputed_input
 
     def counted(layer, *args):
         names.append(layer.hot_name)
         return original(layer, *args)
 
-    def counted_gelu(layer, *args):  # fc2's codes made from fc1's output by the quantiser
-        fused = gelu_on_load(layer, *args)
-        names.extend([layer.hot_name] * fused)
-        return fused
-
     monkeypatch.setattr(functional, "_recomputed_input", counted)
-    monkeypatch.setattr(functional, "_gelu_on_load", counted_gelu)
     grads = []
     for _ in range(steps):
         torch.manual_seed(1)  # the same dropout masks on both sides

@@ -73,17 +73,10 @@ def test_recomputed_inputs_compile_to_one_graph_and_train_as_the_saved_codes_do(
     eager training that keeps the codes (also under bf16 autocast: fc2 reads GELU's bf16 output, qkv the norm's
     float32)."""
     made_again = []
-    original, gelu_on_load = hot.functional._recomputed_input, hot.functional._gelu_on_load
+    original = hot.functional._recomputed_input
     monkeypatch.setattr(
         hot.functional, "_recomputed_input", lambda layer, *a: made_again.append(layer.hot_name) or original(layer, *a)
     )
-
-    def counted_gelu(layer, *args):  # fc2: its codes made from fc1's output by the quantiser
-        fused = gelu_on_load(layer, *args)
-        made_again.extend([layer.hot_name] * fused)
-        return fused
-
-    monkeypatch.setattr(hot.functional, "_gelu_on_load", counted_gelu)
     torch.manual_seed(0)
     eager = hot.convert(small_vit().train(), preset("hot_abc"))
     torch.manual_seed(0)

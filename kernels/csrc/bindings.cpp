@@ -219,9 +219,8 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int6
                                      const std::vector<int64_t>& rows,
                                      int64_t bits, bool stochastic, bool per_channel,
                                      const std::vector<int64_t>& key, bool column_sums,
-                                     const std::optional<at::Tensor>& step, bool gelu) {
+                                     const std::optional<at::Tensor>& step) {
   const auto [type, hla] = hla_input(t, windows, rows);
-  TORCH_CHECK_VALUE(!gelu || type != hot::InType::F32, "gelu needs a float16 or bfloat16 t, got float32");
   const int qmax = qmax_of(bits);
   const hot::HashKey hash = hash_key_arg(key, step, t.device(), "key");
   const c10::cuda::CUDAGuard guard(t.device());
@@ -234,28 +233,12 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int6
                             opts.dtype(at::kFloat));
   const hot::ColumnSums sums_out{column_sums ? partials.data_ptr<float>() : nullptr,
                                  column_sums ? sums.data_ptr<float>() : nullptr};
-  // with gelu, GELU(t) between the two passes (freed here: later work on this stream may reuse it)
-  auto gelu_t = gelu ? at::empty_like(t) : at::Tensor();
   hot::hla_quantize(t.data_ptr(), type, t.size(0), t.size(1), hla.windows, hla.kept.data(), hla.rank(), qmax,
                     per_channel, stochastic, hash, codes_t.data_ptr<int8_t>(), scale.data_ptr<float>(),
                     reinterpret_cast<uint32_t*>(amax.data_ptr<int32_t>()), sums_out,
-                    c10::cuda::getCurrentCUDAStream(), gelu ? gelu_t.data_ptr() : nullptr);
+                    c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {codes_t, scale, sums};
-}
-
-// GELU(t) as hla_quantize's gelu reads it (a contiguous float16 or bfloat16 CUDA tensor).
-at::Tensor gelu_elementwise(const at::Tensor& t) {
-  check_cuda(t, "t");
-  const auto type = float_type(t, "t");
-  TORCH_CHECK_VALUE(type != hot::InType::F32, "t must be float16 or bfloat16, got float32");
-  const c10::cuda::CUDAGuard guard(t.device());
-  auto out = at::empty_like(t);
-  if (t.numel() > 0) {
-    hot::gelu_elementwise(t.data_ptr(), type, t.numel(), out.data_ptr(), c10::cuda::getCurrentCUDAStream());
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  }
-  return out;
 }
 
 // LBP-WHT's float projection: P t (R, C) float32, rows as hla_quantize's.
@@ -660,7 +643,7 @@ std::vector<at::Tensor> layer_gradients(
   const c10::cuda::CUDAGuard guard(g_y.device());
   const at::Tensor g = aligned(g_y);
   const auto hq = hq_quantize_grad_output(g, block, gx_bits, per_token, hq_key, gy_fp8, step);
-  const auto hla = hla_quantize(g, windows, rows, gw_bits, stochastic, per_channel, hla_key, column_sums, step, false);
+  const auto hla = hla_quantize(g, windows, rows, gw_bits, stochastic, per_channel, hla_key, column_sums, step);
   const bool fp8_route = gx_route == "fp8";
   // On the FP8 route W's quantiser also writes the GEMM's column scales (what fp8_matmul makes in a kernel of its own).
   const auto w = quantize_weight(aligned(weight), block, gx_bits, w_fp8, fp8_route);
@@ -694,7 +677,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("hq_quantize_grad_output", &hq_quantize_grad_output);
   m.def("hq_quantize_weight", &hq_quantize_weight);
   m.def("hla_quantize", &hla_quantize);
-  m.def("gelu_elementwise", &gelu_elementwise);
   m.def("hla_project", &hla_project);
   m.def("hla_unproject", &hla_unproject);
   m.def("quantize_grad_output", &quantize_grad_output);

@@ -59,18 +59,12 @@ int64_t hla_column_partial_rows(int64_t length, const HlaWindows& windows);
 
 // Q(P t) along the token axis: t (L x C) in samples of windows.tokens rows, kept rows `rows[0..rank)` of H_16.
 // codes_t: int8 (C x R) row-major, R = samples*windows*rank window rows, then samples*prefix prefix rows.
-// per_channel: scale (C), else scale[0]. stochastic needs key. amax_bits: C (or 1) zeroed uint32. gelu_out
-// (16-bit t only, L x C like t, else null): the codes of GELU(t) (as gelu_elementwise makes it), which the amax pass
-// writes there for the quantise pass to read.
+// per_channel: scale (C), else scale[0]. stochastic needs key. amax_bits: C (or 1) zeroed uint32.
 // Needs windows.tokens * channels < 2^31 (a unit's rows at 32-bit offsets; the bindings check it), here and in
 // quantize_grad_output.
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
                   const int* rows, int rank, int qmax, bool per_channel, bool stochastic, HashKey key, int8_t* codes_t,
-                  float* scale, uint32_t* amax_bits, const ColumnSums& sums, cudaStream_t stream,
-                  void* gelu_out = nullptr);
-
-// out = GELU(t) (exact: erf), n elements of a 16-bit type, as PyTorch's CUDA kernel computes it in float.
-void gelu_elementwise(const void* t, InType type, int64_t n, void* out, cudaStream_t stream);
+                  float* scale, uint32_t* amax_bits, const ColumnSums& sums, cudaStream_t stream);
 
 // LBP-WHT's projection in floating point: P t (float32 R x C, row-major, rows as hla_quantize's codes_t columns),
 // and its transpose Pᵀ p / 16 back at the windows' positions with prefix rows / 4 (float32 L x C, p: R x C).

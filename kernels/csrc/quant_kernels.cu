@@ -34,36 +34,6 @@ __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
-// v rounded to the 16-bit T (to nearest even).
-template <typename T>
-__device__ __forceinline__ T narrowed(float v);
-template <>
-__device__ __forceinline__ __half narrowed<__half>(float v) {
-  return __float2half_rn(v);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 narrowed<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-
-// GELU (exact: erf) of a 16-bit T value as PyTorch's CUDA kernel computes it: x/2 * (1 + erf(x / sqrt 2)) in float,
-// rounded to T. The backend uses it only where gelu_kernel matched F.gelu on every finite T value on that device.
-template <typename T>
-__device__ __forceinline__ T gelu_of(T x) {
-  const float f = to_float(x);
-  const float erf_term = __fadd_rn(1.0f, erff(__fmul_rn(f, 0.707106781186547524f)));
-  return narrowed<T>(__fmul_rn(__fmul_rn(f, 0.5f), erf_term));
-}
-
-// out = gelu_of(t) elementwise: what hla_amax writes, for the backend's check against F.gelu.
-template <typename T>
-__global__ void gelu_kernel(const T* __restrict__ t, int64_t n, T* __restrict__ out) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = gelu_of(t[i]);
-  }
-}
-
 template <int Bytes> struct VecOf;
 template <> struct VecOf<16> { using type = uint4; };
 template <> struct VecOf<8> { using type = uint2; };
@@ -555,44 +525,23 @@ __device__ __forceinline__ void hla_load_unit(const T* __restrict__ t, const Hla
   }
 }
 
-// hla_load_unit's inverse: the unit's slots inside the tensor written to out at their places.
 template <typename T, int Vec>
-__device__ __forceinline__ void hla_store_unit(T* __restrict__ out, const HlaShape& sh, const HlaUnit& u, int64_t c,
-                                               const HlaRawUnit<T, Vec>& raw) {
-  using V = typename HlaRawUnit<T, Vec>::V;
-  T* first = out + u.first * sh.channels + c;
-  const HlaSlots slots = hla_slots(sh, u, static_cast<uint32_t>(sh.channels));
-#pragma unroll
-  for (int k = 0; k < kHla; ++k) {
-    uint32_t offset;
-    if (hla_slot(slots, k, offset)) *reinterpret_cast<V*>(first + offset) = raw.slot[k];
-  }
-}
-
-// With Gelu (16-bit T), the pass reads GELU(t) (gelu_of, each element once) and writes it to gelu_out, which the
-// quantise pass then reads: t's GELU made and written once, read once.
-template <typename T, int Vec, bool Gelu>
 __global__ void __launch_bounds__(kHlaThreads)
     hla_amax(const T* __restrict__ t, HlaShape sh, unsigned mask, bool per_channel, uint32_t* amax_bits,
-             float* __restrict__ column_partials, T* __restrict__ gelu_out) {
+             float* __restrict__ column_partials) {
   int64_t sb, c;
   hla_unit(sh, Vec, sb, c);
   float m[Vec] = {};
   float unit_sum[Vec] = {};
   if (sb >= 0) {
     HlaRawUnit<T, Vec> raw;
-    const HlaUnit u = hla_unit_at(sh, sb);
-    hla_load_unit<T, Vec>(t, sh, u, c, raw);
+    hla_load_unit<T, Vec>(t, sh, hla_unit_at(sh, sb), c, raw);
     const bool prefix = sb >= sh.window_units;
 #pragma unroll
     for (int i = 0; i < Vec; ++i) {
       float v[kHla];
 #pragma unroll
-      for (int k = 0; k < kHla; ++k) {
-        T& e = reinterpret_cast<T*>(&raw.slot[k])[i];
-        if constexpr (Gelu) e = gelu_of(e);  // a padding slot's zero stays zero
-        v[k] = to_float(e);
-      }
+      for (int k = 0; k < kHla; ++k) v[k] = to_float(reinterpret_cast<const T*>(&raw.slot[k])[i]);
       hla_transform_channel(prefix, v);
       unit_sum[i] = prefix ? __fmul_rn(v[0], 0.25f) : v[0];
 #pragma unroll
@@ -600,7 +549,6 @@ __global__ void __launch_bounds__(kHlaThreads)
         if (mask >> k & 1u) m[i] = amax_of(m[i], fabsf(v[k]));
       }
     }
-    if constexpr (Gelu) hla_store_unit<T, Vec>(gelu_out, sh, u, c, raw);
   }
   if (column_partials != nullptr) hla_tile_column_sums<Vec>(sh, unit_sum, column_partials);
   if (per_channel) {
@@ -805,40 +753,33 @@ void launch_column_sums_finish(const ColumnSums& sums, int64_t tiles, int64_t ch
   column_sums_finish<<<blocks, kSumRows * kSumCols, 0, stream>>>(sums.partials, tiles, channels, sums.out);
 }
 
-template <typename T, int Vec, bool Gelu>
+template <typename T, int Vec>
 void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool per_channel, bool stochastic,
                     HashKey key, int8_t* codes_t, float* scale, uint32_t* amax_bits, const ColumnSums& sums,
-                    T* gelu_out, cudaStream_t stream) {
+                    cudaStream_t stream) {
   sh.tiles_c = (sh.channels + HlaTile<Vec>::kCols - 1) / HlaTile<Vec>::kCols;
   const int64_t tiles_b = (sh.sblocks + kTileBlocks - 1) / kTileBlocks, tiles = sh.tiles_c * tiles_b;
-  hla_amax<T, Vec, Gelu><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(t, sh, rows.mask, per_channel,
-                                                                                  amax_bits, sums.partials, gelu_out);
-  const T* read = Gelu ? gelu_out : t;
+  hla_amax<T, Vec><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(t, sh, rows.mask, per_channel,
+                                                                            amax_bits, sums.partials);
   if (stochastic) {
     hla_quantize_kernel<T, Vec, true><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(
-        read, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale, sums);
+        t, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale, sums);
   } else {
     hla_quantize_kernel<T, Vec, false><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(
-        read, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale, sums);
+        t, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale, sums);
   }
 }
 
-// gelu_out (16-bit t only, else null; the bindings check it): the codes of GELU(t), written there on the way.
 template <typename T>
 void launch_hla(const T* t, const HlaShape& sh, const HlaRows& rows, int qmax, bool per_channel, bool stochastic,
                 HashKey key, int8_t* codes_t, float* scale, uint32_t* amax_bits, const ColumnSums& sums,
-                cudaStream_t stream, T* gelu_out = nullptr) {
+                cudaStream_t stream) {
   // Vector loads need every row start aligned to 4 elements.
-  const bool vec4 = sh.channels % 4 == 0;
-  if constexpr (!std::is_same_v<T, float>) {
-    if (gelu_out != nullptr) {
-      (vec4 ? launch_hla_vec<T, 4, true> : launch_hla_vec<T, 1, true>)(
-          t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums, gelu_out, stream);
-      return;
-    }
+  if (sh.channels % 4 == 0) {
+    launch_hla_vec<T, 4>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums, stream);
+  } else {
+    launch_hla_vec<T, 1>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums, stream);
   }
-  (vec4 ? launch_hla_vec<T, 4, false> : launch_hla_vec<T, 1, false>)(
-      t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums, nullptr, stream);
 }
 
 // --- LBP-WHT in floating point: P t and Pᵀ p / 16 along tokens, one pass each ---------------------------------
@@ -1251,24 +1192,11 @@ int64_t hla_column_partial_rows(int64_t length, const HlaWindows& windows) {
 
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
                   const int* rows, int rank, int qmax, bool per_channel, bool stochastic, HashKey key, int8_t* codes_t,
-                  float* scale, uint32_t* amax_bits, const ColumnSums& sums, cudaStream_t stream,
-                  void* gelu_out) {
+                  float* scale, uint32_t* amax_bits, const ColumnSums& sums, cudaStream_t stream) {
   const HlaRows kept = hla_rows(rows, rank);
   const HlaShape sh = hla_shape(length, channels, windows, rank);
   with_input_type(t, type, [&](auto p) {
-    using T = element_of<decltype(p)>;
-    launch_hla(p, sh, kept, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums, stream,
-               static_cast<T*>(gelu_out));
-  });
-}
-
-void gelu_elementwise(const void* t, InType type, int64_t n, void* out, cudaStream_t stream) {
-  with_input_type(t, type, [&](auto p) {
-    using T = element_of<decltype(p)>;
-    if constexpr (!std::is_same_v<T, float>) {
-      const auto blocks = static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxGrid));
-      gelu_kernel<T><<<blocks, kThreads, 0, stream>>>(p, n, static_cast<T*>(out));
-    }
+    launch_hla(p, sh, kept, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums, stream);
   });
 }
 

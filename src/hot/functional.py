@@ -22,7 +22,6 @@ forward's autocast, as the forward would have. Nothing of x is kept for a frozen
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import warnings
 import weakref
@@ -303,9 +302,7 @@ def _backward_outputs(
     windows = _windows(layer, torch.Size(x_shape), g_y.shape)
     keys = _keys(layer, step)
     packed: tuple = ()
-    if needs[1] and saved and save == "recompute" and _gelu_on_load(layer, saved[0], x_dtype):
-        packed = layer.hot_method.pack_input(_input_2d(layer, saved[0]), windows, keys, gelu=True)
-    elif needs[1] and saved and save == "recompute":
+    if needs[1] and saved and save == "recompute":
         rows = _input_2d(layer, _recomputed_input(layer, saved[0], x_dtype, compute_dtype))
         packed = layer.hot_method.pack_input(rows, windows, keys) if layer.hot_config.abc else (rows,)
     elif needs[1] and saved:
@@ -373,16 +370,6 @@ def autocast_dtype(device: str) -> torch.dtype | None:
     if device in _AUTOCAST_DEVICES and torch.is_autocast_enabled(device):
         return torch.get_autocast_dtype(device)
     return None
-
-
-def _gelu_on_load(layer: HOTLayer, source: torch.Tensor, x_dtype: torch.dtype) -> bool:
-    """Whether x is exact GELU of ``source`` in its own dtype (the layer's source an ``nn.GELU()``), so the codes
-    can be made from ``source`` by a quantiser that makes the GELU as it reads ``source`` (ABC only: without it
-    g_w reads x itself)."""
-    make = layer.hot_input_source
-    module = make.args[0] if isinstance(make, functools.partial) and make.args else None
-    exact_gelu = type(module) is torch.nn.GELU and module.approximate == "none"
-    return exact_gelu and layer.hot_config.abc and source.dtype == x_dtype
 
 
 def _recomputed_input(

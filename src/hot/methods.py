@@ -138,10 +138,9 @@ class Method:
     def __init__(self, config: HOTConfig) -> None:
         self.config = config
 
-    def pack_input(self, x: torch.Tensor, windows: HLAWindows, keys: Keys, gelu: bool = False) -> Saved:
-        """What the forward keeps of x for g_w (ABC overrides this); with ``gelu``, of ``F.gelu(x)`` (a backward
-        that makes its input again from the GELU's input)."""
-        return (torch.nn.functional.gelu(x) if gelu else x,)
+    def pack_input(self, x: torch.Tensor, windows: HLAWindows, keys: Keys) -> Saved:
+        """What the forward keeps of x for g_w (ABC overrides this)."""
+        return (x,)
 
     def backend_name(self, device: torch.device) -> str:
         """The backend that runs this method's calls on ``device``: baselines are PyTorch reference code."""
@@ -196,10 +195,10 @@ class HOTMethod(Method):
     def backend_name(self, device: torch.device) -> str:
         return self.backend_for(device).name
 
-    def pack_input(self, x: torch.Tensor, windows: HLAWindows, keys: Keys, gelu: bool = False) -> Saved:
+    def pack_input(self, x: torch.Tensor, windows: HLAWindows, keys: Keys) -> Saved:
         if not self.config.abc:
-            return super().pack_input(x, windows, keys, gelu)
-        return self.backend_for(x.device).hla_quantize(x, input_spec(self.config, windows), gelu=gelu)
+            return (x,)
+        return self.backend_for(x.device).hla_quantize(x, input_spec(self.config, windows))
 
     def packed_input_like(self, x: torch.Tensor, windows: HLAWindows) -> Saved:
         """Uninitialised tensors laid out as :meth:`pack_input`'s codes and scale (what the compiler traces with)."""

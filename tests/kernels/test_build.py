@@ -90,10 +90,9 @@ cases = [
         "g_y must be a CUDA tensor",
     ),
     (
-        lambda: _C.hla_quantize(torch.zeros(4, 32), [16, 0, 1, 16, 16], [0], 8, False, False, [0], True, None, False),
+        lambda: _C.hla_quantize(torch.zeros(4, 32), [16, 0, 1, 16, 16], [0], 8, False, False, [0], True, None),
         "t must be a CUDA",
     ),
-    (lambda: _C.gelu_elementwise(torch.zeros(4, dtype=torch.bfloat16)), "t must be a CUDA"),
     (lambda: _C.check_hq_matmul(i8, torch.ones(4), i8, torch.ones(1), 16), "a_codes must be on a CUDA device"),
     (lambda: _C.check_hla_matmul(i8, torch.ones(1), i8, torch.ones(1)), "g_codes must be on a CUDA device"),
     (lambda: _C.cutlass_gemm_s8(i8, i8), "a must be a CUDA tensor"),

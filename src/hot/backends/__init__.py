@@ -120,9 +120,8 @@ class Backend(Protocol):
     ) -> torch.Tensor:
         """g_x = (a_codes @ b_codes) · a_scale · b_scale / block, (L, I), computed in float32, in ``out_dtype``."""
 
-    def hla_quantize(self, t: torch.Tensor, spec: HLASpec, gelu: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """int8 codes and float32 scale of Q(P t) along L (:func:`hot.hla.hla_project`); scale () or (1, C). With
-        ``gelu``, of Q(P GELU(t)): ``F.gelu(t)``'s codes (exact GELU, in t's dtype), where t's GELU was not kept."""
+    def hla_quantize(self, t: torch.Tensor, spec: HLASpec) -> tuple[torch.Tensor, torch.Tensor]:
+        """int8 codes and float32 scale of Q(P t) along L (:func:`hot.hla.hla_project`); scale () or (1, C)."""
 
     def hla_project(self, t: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
         """``P t`` in float32 (:func:`hot.hla.hla_project`, its rows and its butterflies): LBP-WHT's projection."""

@@ -178,7 +178,6 @@ class RealBackend:
         self.side_stream = side_stream
         self._sm90: dict[int, bool] = {}
         self._gemms: dict[int, str] = {}
-        self._gelu: dict[tuple[int, torch.dtype], bool] = {}
 
     def __reduce__(self) -> tuple:
         # The compiled ops are a module, which pickle cannot copy: a copy (copy.deepcopy, pickle, timm's
@@ -193,24 +192,6 @@ class RealBackend:
             with torch.cuda.device(index):
                 self._sm90[index] = bool(self.ops.cutlass_sm90_available())
         return self._sm90[index]
-
-    def _gelu_exact(self, device: torch.device, dtype: torch.dtype) -> bool:
-        """Whether the HLA quantiser may make GELU(t) itself for ``dtype`` on ``device`` (its amax pass writes it as
-        it reads t, its quantise pass reads it: no GELU kernel, one read of t fewer): only where the kernels' GELU
-        equals ``F.gelu`` on every finite value of the 16-bit ``dtype`` there (all 65536 bit patterns, checked once
-        per device and dtype, outside any CUDA graph capture), so the codes are those of ``F.gelu(t)``'s."""
-        if dtype not in (torch.bfloat16, torch.float16):
-            return False
-        key = (_device_index(device), dtype)
-        if key not in self._gelu:
-            if torch.cuda.is_current_stream_capturing():
-                return False  # the check synchronises; a warm-up outside the capture makes it
-            bits = torch.arange(-(2**15), 2**15, dtype=torch.int32, device=device).to(torch.int16)
-            values = bits.view(dtype)
-            finite = values.isfinite()
-            ours = self.ops.gelu_elementwise(values)[finite].view(torch.int16)
-            self._gelu[key] = torch.equal(ours, torch.nn.functional.gelu(values)[finite].view(torch.int16))
-        return self._gelu[key]
 
     def gemm_for(self, device: torch.device) -> str:
         """The GEMM family used on ``device`` (chosen once per device: every backward asks)."""
@@ -496,19 +477,16 @@ class RealBackend:
 
     # --- g_w path -------------------------------------------------------------------------------
 
-    def hla_quantize(self, t: torch.Tensor, spec: HLASpec, gelu: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        codes, scale, _ = self._hla_quantize(t, spec, column_sums=False, gelu=gelu)
+    def hla_quantize(self, t: torch.Tensor, spec: HLASpec) -> tuple[torch.Tensor, torch.Tensor]:
+        codes, scale, _ = self._hla_quantize(t, spec, column_sums=False)
         return codes, scale
 
     def _hla_quantize(
-        self, t: torch.Tensor, spec: HLASpec, column_sums: bool, gelu: bool = False
+        self, t: torch.Tensor, spec: HLASpec, column_sums: bool
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """:meth:`hla_quantize`'s codes and scale, and with ``column_sums`` t's column sums from its amax pass."""
         self.ops.check_float_matrix(t, "t")
-        in_kernel = spec.windows.block == 16 and spec.granularity != "per_token"
-        if gelu and not (in_kernel and self._gelu_exact(t.device, t.dtype)):
-            t, gelu = torch.nn.functional.gelu(t), False  # made as the forward made it
-        if not in_kernel:
+        if spec.windows.block != 16 or spec.granularity == "per_token":
             # Other blocks (the authors' blocking: the largest power of two dividing T) and per-token HLA
             # scales are not in the kernel.
             codes, scale = self._on_reference(t, lambda x: _REFERENCE.hla_quantize(x, spec))
@@ -517,7 +495,7 @@ class RealBackend:
         windows, rows, bits, stochastic, key, step = _hla_args(spec)
         per_channel = spec.granularity == "per_channel"
         codes_t, scale, sums = self.ops.hla_quantize(
-            x, windows, rows, bits, stochastic, per_channel, key, column_sums, step, gelu
+            x, windows, rows, bits, stochastic, per_channel, key, column_sums, step
         )
         return codes_t.t(), scale.reshape(1, -1) if per_channel else scale, sums if column_sums else None
 

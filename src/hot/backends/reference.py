@@ -48,8 +48,8 @@ class ReferenceBackend:
     ) -> torch.Tensor:
         return ((a_codes.float() @ b_codes.float()) * a_scale * (b_scale / spec.block)).to(out_dtype)
 
-    def hla_quantize(self, t: torch.Tensor, spec: HLASpec, gelu: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        p = hla_project((torch.nn.functional.gelu(t) if gelu else t).float(), spec.windows, spec.rank)
+    def hla_quantize(self, t: torch.Tensor, spec: HLASpec) -> tuple[torch.Tensor, torch.Tensor]:
+        p = hla_project(t.float(), spec.windows, spec.rank)
         scale = absmax_scale(p, spec.bits, spec.granularity)
         return quantize(p, scale, spec.bits, spec.rounding, spec.key).to(torch.int8), scale
 

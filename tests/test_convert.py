@@ -358,6 +358,38 @@ def test_recomputed_inputs_keep_the_gradients_bit_for_bit_and_fewer_bytes(abc, m
     assert plain_bytes - again_bytes == len(model.blocks) * kept
 
 
+def test_a_recomputed_input_is_made_in_the_g_w_chain(monkeypatch):
+    """A paired layer makes its input again inside the backend's g_w chain, after g_x's (on one stream; in a CUDA
+    graph the real backend runs that chain on a second stream, so the making runs beside g_x's GEMM), not before
+    the backward's GEMMs start."""
+    from hot.backends import reference
+
+    model = hot.convert(_small_vit(), HOTConfig(backend="fake", recompute_inputs="activations"))
+    events = []
+    original_recompute, original_matmul = functional._recomputed_input, reference.ReferenceBackend.hq_matmul
+
+    def recompute(layer, *args):
+        events.append(("made", layer.hot_name))
+        return original_recompute(layer, *args)
+
+    def hq_matmul(self, *args, **kwargs):  # the g_x chain's GEMM
+        events.append(("g_x", None))
+        return original_matmul(self, *args, **kwargs)
+
+    def grad_output_2d(layer, g_y):  # the first thing a layer's backward does
+        events.append(("start", layer.hot_name))
+        return original_2d(layer, g_y)
+
+    original_2d = functional._grad_output_2d
+    monkeypatch.setattr(functional, "_grad_output_2d", grad_output_2d)
+    monkeypatch.setattr(functional, "_recomputed_input", recompute)
+    monkeypatch.setattr(reference.ReferenceBackend, "hq_matmul", hq_matmul)
+    model(torch.randn(2, 3, 32, 32)).sum().backward()
+    made = [i for i, (what, _) in enumerate(events) if what == "made"]
+    assert all(events[i - 2 : i] == [("start", events[i][1]), ("g_x", None)] for i in made), events
+    assert {events[i][1] for i in made} == {f"blocks.{b}.{name}" for b in range(2) for name in ("mlp.fc2", "attn.proj")}
+
+
 def _source_hooks(module):
     return [h for h in module._forward_hooks.values() if recompute._is_source_hook(h)]
 

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 from .config import HOTConfig
 from .hla import HLAWindows, TokenGrid, hla_windows
-from .methods import Keys, LayerState, Method
+from .methods import Keys, LayerState, Method, Saved, SavedFrom
 from .rounding import rounding_rank
 
 
@@ -301,10 +301,14 @@ def _backward_outputs(
     g2d = _grad_output_2d(layer, g_y)
     windows = _windows(layer, torch.Size(x_shape), g_y.shape)
     keys = _keys(layer, step)
-    packed: tuple = ()
+    packed: Saved | SavedFrom = ()
     if needs[1] and saved and save == "recompute":
-        rows = _input_2d(layer, _recomputed_input(layer, saved[0], x_dtype, compute_dtype))
-        packed = layer.hot_method.pack_input(rows, windows, keys) if layer.hot_config.abc else (rows,)
+        source = saved[0]
+
+        def packed() -> Saved:  # made where g_w's chain runs (in a CUDA graph, on its stream, beside g_x's)
+            rows = _input_2d(layer, _recomputed_input(layer, source, x_dtype, compute_dtype))
+            return layer.hot_method.pack_input(rows, windows, keys) if layer.hot_config.abc else (rows,)
+
     elif needs[1] and saved:
         packed = tuple(saved) if layer.hot_config.abc else (_input_2d(layer, saved[0]),)
     w2d = weight.reshape(weight.shape[0], -1) if needs[0] else None

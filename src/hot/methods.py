@@ -8,6 +8,7 @@ bias gradients and the forward pass are exact and live in :mod:`hot.functional`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -21,6 +22,14 @@ from .quant import fake_quantize, quantize, quantize_luq, sawb_scale
 from .rounding import Stream
 
 Saved = tuple[torch.Tensor, ...]
+# What makes ``Saved`` where a layer makes its input again in its backward: called where g_w's chain needs it, so
+# where the backend runs that chain on a second stream (in a CUDA graph) the making runs there too, beside g_x's.
+SavedFrom = Callable[[], Saved]
+
+
+def resolve_saved(saved: Saved | SavedFrom) -> Saved:
+    """``saved``, made first where it is a :data:`SavedFrom`."""
+    return saved() if callable(saved) else saved
 
 
 @dataclass
@@ -163,7 +172,7 @@ class Method:
         self,
         g_y: torch.Tensor,
         weight: torch.Tensor | None,
-        saved: Saved,
+        saved: Saved | SavedFrom,
         windows: HLAWindows,
         state: LayerState,
         keys: Keys,
@@ -172,6 +181,7 @@ class Method:
     ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
         """One backward's g_x (in ``gx_dtype``; None without ``weight``), g_w (float32; None without ``saved``) and
         with ``bias`` the bias gradient (:func:`hot.backends.column_sums` of g_y; else None)."""
+        saved = resolve_saved(saved)
         state.backend = self.backend_name(g_y.device)
         g_x = None if weight is None else self.grad_input(g_y, weight, windows, state, keys).to(gx_dtype)
         g_w = self.grad_weight(g_y, saved, windows, keys) if saved else None
@@ -245,7 +255,7 @@ class HOTMethod(Method):
         self,
         g_y: torch.Tensor,
         weight: torch.Tensor | None,
-        saved: Saved,
+        saved: Saved | SavedFrom,
         windows: HLAWindows,
         state: LayerState,
         keys: Keys,
@@ -263,7 +273,8 @@ class HOTMethod(Method):
         specs = self._specs(g_y, weight.shape[0], windows, state, keys)
 
         def x_codes() -> tuple[torch.Tensor, torch.Tensor]:
-            return saved if self.config.abc else backend.hla_quantize(saved[0], specs.input_hla)
+            packed = resolve_saved(saved)  # made here: in a CUDA graph, on the g_w chain's stream
+            return packed if self.config.abc else backend.hla_quantize(packed[0], specs.input_hla)
 
         return backend.layer_gradients(g_y, weight, x_codes, specs.grad_output, specs.grad_output_hla, gx_dtype, bias)
 
@@ -346,7 +357,7 @@ class LBPWHTMethod(Method):
         self,
         g_y: torch.Tensor,
         weight: torch.Tensor | None,
-        saved: Saved,
+        saved: Saved | SavedFrom,
         windows: HLAWindows,
         state: LayerState,
         keys: Keys,
@@ -354,6 +365,7 @@ class LBPWHTMethod(Method):
         bias: bool = False,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
         """Both GEMMs from one projection of g_y."""
+        saved = resolve_saved(saved)
         state.backend = self.backend_name(g_y.device)
         rank = self.config.hla_rank
         g_projected = float_projection(g_y, windows, rank)

@@ -21,7 +21,9 @@ Mlp, pass it on): anything else between them (a dropout that drops, an in-place 
 hook on those modules or pre-hook on the layer, a global module hook, autocast entered or left between) makes the
 layer keep its codes as usual. A LayerNorm under autocast whose input is not
 float32 keeps a float32 copy, not its input, so there nothing is left. Under ``torch.compile`` the forward's module
-may run as an inductor kernel whose last bits differ from eager PyTorch's, which the backward runs.
+may run as an inductor kernel whose last bits differ from eager PyTorch's, which the backward runs. Saved-tensor
+hooks that copy what autograd keeps (``torch.autograd.graph.save_on_cpu``, offloading) copy the layer's kept tensor
+apart from the source's: there pairing costs bytes.
 """
 
 from __future__ import annotations
@@ -64,16 +66,19 @@ _FUSED_ATTENTION_NODES = frozenset(
         "ScaledDotProductEfficientAttentionBackward0",
         "ScaledDotProductCudnnAttentionBackward0",
         "ScaledDotProductFlashAttentionForCpuBackward0",
+        "ScaledDotProductFusedAttentionOverrideableBackward0",
     }
 )
 
 
-def kept_by_attention(u: torch.Tensor) -> bool:
-    """Whether ``u`` is a fused attention's output or a view of it: that attention's backward keeps its storage, so
-    keeping ``u`` costs no bytes. A graph traced by ``torch.compile`` has no autograd nodes to ask: there the pairing
-    trusts timm's ``fused_attn``."""
+def kept_by_attention(attention: nn.Module, u: torch.Tensor) -> bool:
+    """Whether ``u``, the input of ``attention``'s proj, is a fused attention's output or a view of it: that
+    attention's backward keeps its storage, so keeping ``u`` costs no bytes. A graph traced by ``torch.compile`` has
+    no autograd nodes to ask: there it is timm's ``fused_attn`` now, without attention dropout on the CPU (which takes
+    the unfused math path there)."""
     if torch.compiler.is_compiling():
-        return True
+        dropout = attention.training and getattr(attention.attn_drop, "p", 0.0) > 0
+        return bool(attention.fused_attn) and (u.is_cuda or not dropout)
     base = u if u._base is None else u._base
     return type(base.grad_fn).__name__ in _FUSED_ATTENTION_NODES
 
@@ -87,6 +92,7 @@ def _leave_source(
 ) -> None:
     """Forward hook of a source module: (output, input, output's version, autocast dtype) left for ``layer``'s next
     forward, where the input is kept anyway (``kept``, if given, says so of it)."""
+    layer.hot_pending_source = None  # an earlier forward's pair, left unused, is not held on to
     u = args[0] if args else None
     if not torch.is_grad_enabled() or not isinstance(u, torch.Tensor) or not isinstance(output, torch.Tensor):
         return
@@ -163,7 +169,7 @@ def pair_input_sources(model: nn.Module, mode: str) -> int:
         if _timm(mod, "Attention") and getattr(mod, "fused_attn", False):
             norm = getattr(mod, "norm", None)
             if type(norm) is nn.Identity and getattr(mod, "gate", None) is None:
-                paired += _pair(norm, getattr(mod, "proj", None), kept=kept_by_attention)
+                paired += _pair(norm, getattr(mod, "proj", None), kept=functools.partial(kept_by_attention, mod))
         if norms and _timm(mod, "Block", "timm.models.vision_transformer"):
             attn, mlp = getattr(mod, "attn", None), getattr(mod, "mlp", None)
             feeds = (

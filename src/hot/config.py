@@ -61,9 +61,10 @@ class HOTConfig:
     recompute_inputs: HOT layers whose input is made by a module that keeps its own input (or x itself) for its
         backward anyway keep that instead of x's codes, and their backward makes x and the codes again
         (:mod:`hot.recompute`): eagerly the same gradients bit for bit, for one more LayerNorm or activation a
-        backward. ``none``; ``activations``: after an elementwise activation (timm MLPs' fc2) and after fused
-        attention, whose output x is (timm attention's proj: nothing to make again); ``all``: also after a
-        LayerNorm (timm blocks' qkv and fc1). Set at :func:`hot.convert`, which pairs layers and sources.
+        backward. ``none``; ``activations``: after an elementwise activation (timm MLPs' fc2), and where x is a
+        fused attention's output (timm attention's proj, which keeps x itself: nothing is made again); ``all``:
+        also after a LayerNorm (timm blocks' qkv and fc1). Set at :func:`hot.convert`, which pairs layers and
+        sources.
     """
 
     method: str = "hot"

@@ -43,10 +43,10 @@ def test_hot_nohead_leaves_the_classifier_exact() -> None:
     assert r["hot"]["converted_by_type"] == {"HOTConv2d": 1, "HOTLinear": 4}
 
 
-def test_hot_recompute_pairs_qkv_fc1_and_fc2_of_every_block_with_their_sources() -> None:
+def test_hot_recompute_pairs_qkv_proj_fc1_and_fc2_of_every_block_with_their_sources() -> None:
     r = step.step_variant("hot_recompute", 2, 1, 0, 0, HOT, device="cpu", model_kwargs=TINY_VIT)
     assert r["hot"]["config"]["recompute_inputs"] == "all"
-    assert r["hot"]["recomputed_inputs"] == 3 * TINY_VIT["depth"] and r["hot"]["converted_layers"] == 6
+    assert r["hot"]["recomputed_inputs"] == 4 * TINY_VIT["depth"] and r["hot"]["converted_layers"] == 6
 
 
 def test_the_worker_records_its_own_error_and_exits_1(tmp_path: Path) -> None:

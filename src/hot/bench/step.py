@@ -21,8 +21,8 @@ STEP_MODEL = "vit_base_patch16_224"
 STEP_CLASSES = 100
 # *_compile: torch.compile's default mode; *_graphs: mode="reduce-overhead" (CUDA graphs, no per-kernel host
 # work). hot_nohead: HOT eager with the classifier left exact, as torchao_float8 leaves it. hot_recompute*: HOT with
-# recompute_inputs="all" (qkv, fc1 and fc2 make their inputs' codes again in their backward, hot.recompute),
-# hot_recompute_act_graphs its "activations" (fc2 only).
+# recompute_inputs="all" (qkv, proj, fc1 and fc2 make their inputs' codes again in their backward, hot.recompute),
+# hot_recompute_act_graphs its "activations" (fc2 and proj only).
 STEP_VARIANTS = (
     "bf16",
     "bf16_compile",

@@ -115,8 +115,9 @@ def convert(
     if not pair_input_sources(model, config.recompute_inputs) and config.recompute_inputs != "none":
         warnings.warn(
             f"recompute_inputs={config.recompute_inputs!r} but no HOT layer qualifies (the fc2 of a timm Mlp with an "
-            "elementwise activation and no dropout or norm between; with 'all' also the qkv / fc1 of a timm Block "
-            "after its LayerNorm): every layer keeps its input's codes",
+            "elementwise activation and no dropout or norm between, the proj of a timm Attention with fused attention "
+            "and no norm or gate before it; with 'all' also the qkv / fc1 of a timm Block after its LayerNorm): every "
+            "layer keeps its input's codes",
             UserWarning,
             stacklevel=2,
         )

@@ -1282,3 +1282,40 @@ def test_recomputed_inputs_equal_the_saved_codes_on_the_gpu(kernel_backend, mode
 
     rows = 4 * (4 * 8 + 1)  # 4 samples of an 8x8 grid: 4 windows' 8 rows and the class token's
     assert saved(keeps) - saved(recomputes) >= rows * sum(layer.in_features for layer in paired)
+
+
+def test_a_captured_recompute_runs_on_the_side_stream(kernel_backend, monkeypatch) -> None:
+    """Under CUDA graphs (torch.compile's reduce-overhead) each paired layer makes its input again inside the g_w
+    chain, which the capture queues on the side stream beside the g_x chain: every recompute recorded while a graph
+    is captured ran there, and some were captured (cudagraph trees record from the second step)."""
+    import timm
+    import torch._dynamo as dynamo
+
+    import hot.functional as functional
+    from hot import convert
+    from hot.backends.real import _side_stream
+
+    made = functional._recomputed_input
+    seen: list[tuple[bool, torch.cuda.Stream]] = []
+
+    def recorded(*args, **kwargs) -> torch.Tensor:
+        seen.append((torch.cuda.is_current_stream_capturing(), torch.cuda.current_stream()))
+        return made(*args, **kwargs)
+
+    monkeypatch.setattr(functional, "_recomputed_input", recorded)
+    torch.manual_seed(0)
+    net = timm.create_model("vit_tiny_patch16_224", img_size=64, patch_size=8, depth=2, num_classes=10).to(CUDA)
+    model = convert(net, HOTConfig(backend="real", abc=True, recompute_inputs="all"))
+    forward = torch.compile(model, mode="reduce-overhead")
+    x = _randn(4 * 3 * 64, 64, seed=5).to(CUDA).reshape(4, 3, 64, 64)
+    dynamo.reset()
+    for _ in range(3):
+        model.zero_grad(set_to_none=True)
+        torch.compiler.cudagraph_mark_step_begin()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = forward(x)
+        out.float().square().mean().backward()
+    torch.cuda.synchronize()
+    captured = [stream for capturing, stream in seen if capturing]
+    assert captured, seen  # qkv, fc1 and fc2 of two blocks recompute (proj keeps x itself)
+    assert all(stream == _side_stream(out.device) for stream in captured), captured

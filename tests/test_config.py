@@ -29,6 +29,9 @@ from hot.config import PRESETS
         ({"seed": 1.0}, "seed"),
         ({"method": None}, "method"),
         ({"fused_grad_output": 1}, "fused_grad_output"),
+        ({"rounding_hash": "philox"}, "rounding_hash"),
+        ({"rounding_hash": 1}, "rounding_hash"),
+        ({"method": "luq", "rounding_hash": "fmix32"}, "rounding_hash"),
     ],
 )
 def test_bad_config_names_the_field(changes, field):

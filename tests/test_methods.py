@@ -206,3 +206,24 @@ def test_lbp_wht_backward_projects_g_y_once_and_gives_both_gradients(monkeypatch
     g_x, g_w, g_b = m.backward_gemms(g, w, (x,), windows, LayerState(0), keys)
     assert projected == [g.shape, x.shape]  # g_y once, shared by both GEMMs; x once
     assert torch.equal(g_x, expected[0]) and torch.equal(g_w, expected[1]) and g_b is None
+
+
+def test_the_rounding_hash_draws_other_dither_around_the_same_estimate():
+    """``rounding_hash`` reaches both g_y quantisers: one step's g_x and g_w differ between the hashes (other numbers),
+    while their means over 64 steps (each step new dither, scales and W's codes fixed) agree as two unbiased
+    estimates of one value do, about 1/8 of one step's difference apart."""
+    from hot.methods import layer_specs
+
+    g, x, w, windows = case()
+    specs = layer_specs(HOTConfig(rounding_hash="fmix32"), w.shape[0], windows, Keys(0, 0, 0))
+    assert specs.grad_output.hash == specs.grad_output_hla.hash == "fmix32"
+    runs = {}
+    for hash in ("fmix32x2", "fmix32"):
+        m = create_method(HOTConfig(rounding_hash=hash))
+        steps = [Keys(0, 0, step) for step in range(64)]
+        gx = torch.stack([m.grad_input(g, w, windows, LayerState(0), keys) for keys in steps])
+        gw = torch.stack([m.grad_weight(g, m.pack_input(x, windows, keys), windows, keys) for keys in steps])
+        runs[hash] = gx, gw
+    for a, b in zip(runs["fmix32x2"], runs["fmix32"], strict=True):
+        assert not torch.equal(a[0], b[0])
+        assert rel(a.mean(0), b.mean(0)) < 0.25 * rel(a[0], b[0])

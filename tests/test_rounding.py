@@ -27,6 +27,18 @@ def test_cpu_fast_path_equals_the_int64_definition():
     index = torch.arange(5000, dtype=torch.int64)
     by_definition = (rounding.fmix32(rounding.fmix32(index) ^ key) >> 8).float() * 2.0**-24
     assert torch.equal(rounding.uniform((50, 100), key), by_definition.reshape(50, 100))
+    one_finaliser = (rounding.fmix32(index ^ key) >> 8).float() * 2.0**-24
+    assert torch.equal(rounding.uniform((50, 100), key, hash="fmix32"), one_finaliser.reshape(50, 100))
+
+
+def test_the_hashes_are_named_and_draw_other_numbers():
+    assert [rounding.hash_rounds(h) for h in rounding.HASHES] == [2, 1]
+    with pytest.raises(ValueError, match="rounding_hash must be one of"):
+        rounding.uniform((4,), 1, hash="philox")
+    key = rounding.hash_key(1, 2, 3, 0)
+    spec, single = rounding.uniform((10_000,), key), rounding.uniform((10_000,), key, hash="fmix32")
+    assert (spec == single).float().mean() < 0.01
+    assert abs(torch.corrcoef(torch.stack([spec, single]))[0, 1].item()) < 0.05
 
 
 def test_uniform_on_cuda_takes_the_kernel_where_the_extension_makes_it(monkeypatch):
@@ -34,13 +46,14 @@ def test_uniform_on_cuda_takes_the_kernel_where_the_extension_makes_it(monkeypat
 
     asked = []
 
-    def made_by_kernel(numel, key, device):
-        asked.append((numel, key, device))
+    def made_by_kernel(numel, key, device, hash):
+        asked.append((numel, key, device, hash))
         return torch.arange(numel, dtype=torch.float32)
 
     monkeypatch.setattr(hot.backends, "device_uniform", made_by_kernel)
     u = rounding.uniform((2, 3), 77, "cuda")
-    assert asked == [(6, 77, torch.device("cuda"))]
+    assert rounding.uniform((2, 3), 77, "cuda", hash="fmix32").shape == (2, 3)
+    assert asked == [(6, 77, torch.device("cuda"), "fmix32x2"), (6, 77, torch.device("cuda"), "fmix32")]
     assert torch.equal(u, torch.arange(6, dtype=torch.float32).reshape(2, 3))
 
 
@@ -67,8 +80,9 @@ def test_uniform_is_deterministic_and_in_range():
     assert torch.equal(u1 * 2**24, torch.floor(u1 * 2**24))
 
 
-def test_uniform_statistics():
-    u = rounding.uniform((200_000,), rounding.hash_key(0, 0, 0, 0)).double()
+@pytest.mark.parametrize("hash", rounding.HASHES)
+def test_uniform_statistics(hash: str):
+    u = rounding.uniform((200_000,), rounding.hash_key(0, 0, 0, 0), hash=hash).double()
     n = u.numel()
     assert abs(u.mean().item() - 0.5) < 5 * (1 / 12 / n) ** 0.5
     assert abs(u.var().item() - 1 / 12) < 0.002
@@ -79,6 +93,27 @@ def test_uniform_statistics():
     # neighbouring elements are uncorrelated
     corr = torch.corrcoef(torch.stack([u[:-1], u[1:]]))[0, 1].item()
     assert abs(corr) < 5 / n**0.5
+
+
+@pytest.mark.parametrize("hash", rounding.HASHES)
+def test_an_element_draws_independent_numbers_step_after_step(hash: str):
+    """Stochastic rounding is unbiased only if each step's dither is new: over 64 steps of one layer and stream, the
+    numbers of each of 4096 elements have the uniform's mean and variance, and consecutive steps are uncorrelated,
+    as are neighbouring elements within a step."""
+    steps = torch.stack(
+        [rounding.uniform((4096,), rounding.hash_key(5, 3, step, 0), hash=hash).double() for step in range(64)]
+    )
+    n = steps.numel()
+    assert abs(steps.mean().item() - 0.5) < 5 * (1 / 12 / n) ** 0.5
+    assert abs(steps.var().item() - 1 / 12) < 0.002
+    across_steps = torch.corrcoef(torch.stack([steps[:-1].reshape(-1), steps[1:].reshape(-1)]))[0, 1].item()
+    within = torch.corrcoef(torch.stack([steps[:, :-1].reshape(-1), steps[:, 1:].reshape(-1)]))[0, 1].item()
+    assert abs(across_steps) < 5 / n**0.5 and abs(within) < 5 / n**0.5
+    # a stochastically rounded value averages to itself over the steps, element by element
+    v = torch.linspace(-3.7, 3.7, 4096, dtype=torch.float64)
+    mean_code = torch.floor(v + steps).mean(0)
+    assert (mean_code - v).abs().max() < 6 * (0.25 / 64) ** 0.5
+    assert abs((mean_code - v).mean().item()) < 5 * (0.25 / n) ** 0.5
 
 
 def test_keys_differ_by_every_component():

@@ -76,13 +76,17 @@ at::Tensor zeroed_scratch(int64_t n, const at::TensorOptions& opts) {
 }
 
 // A stochastic-rounding key argument: [key], or [seed, layer, stream, rank] for hot.rounding.hash_key of the step
-// `step` holds (a 1-element int64 tensor on `device`, read by the kernels: hot.rounding.StepKey).
+// `step` holds (a 1-element int64 tensor on `device`, read by the kernels: hot.rounding.StepKey); hash_rounds: the
+// finalisers a code's hash applies to its index (hot.rounding.hash_rounds).
 hot::HashKey hash_key_arg(const std::vector<int64_t>& key, const std::optional<at::Tensor>& step,
-                          const at::Device& device, const char* name) {
+                          const at::Device& device, const char* name, int64_t hash_rounds) {
   for (int64_t part : key) {
     TORCH_CHECK_VALUE(part >= 0 && part <= 0xFFFFFFFFLL, name, " holds ", num(part), ", not a 32-bit unsigned integer");
   }
-  if (key.size() == 1) return hot::HashKey{nullptr, static_cast<uint32_t>(key[0]), 0u, 0u, 0u, 0u};
+  TORCH_CHECK_VALUE(hash_rounds == 1 || hash_rounds == 2, "hash_rounds must be 1 (\"fmix32\") or 2 (\"fmix32x2\"), got ",
+                    num(hash_rounds));
+  const auto rounds = static_cast<uint32_t>(hash_rounds);
+  if (key.size() == 1) return hot::HashKey{nullptr, static_cast<uint32_t>(key[0]), 0u, 0u, 0u, 0u, rounds};
   TORCH_CHECK_VALUE(key.size() == 4, name, " must be [key] or [seed, layer, stream, rank], got ", num(key.size()),
                     " integers");
   TORCH_CHECK_VALUE(step.has_value(), name, " = [seed, layer, stream, rank] needs the step tensor");
@@ -91,13 +95,13 @@ hot::HashKey hash_key_arg(const std::vector<int64_t>& key, const std::optional<a
                     s.scalar_type(), " of ", num(s.numel()), " elements");
   TORCH_CHECK_VALUE(s.device() == device, "step is on ", s.device(), ", the quantised tensor on ", device);
   return hot::HashKey{s.data_ptr<int64_t>(), 0u, static_cast<uint32_t>(key[0]), static_cast<uint32_t>(key[1]),
-                      static_cast<uint32_t>(key[2]), static_cast<uint32_t>(key[3])};
+                      static_cast<uint32_t>(key[2]), static_cast<uint32_t>(key[3]), rounds};
 }
 
 // (codes (L, O) int8, or float8 e4m3 with fp8; scale (L, 1) or ()).
 std::vector<at::Tensor> hq_quantize_grad_output(const at::Tensor& g_y, int64_t block, int64_t bits, bool per_token,
                                                 const std::vector<int64_t>& key, bool fp8,
-                                                const std::optional<at::Tensor>& step) {
+                                                const std::optional<at::Tensor>& step, int64_t hash_rounds) {
   check_cuda(g_y, "g_y");
   check_aligned(g_y, "g_y");
   TORCH_CHECK_VALUE(g_y.dim() == 2, "g_y must be 2-D (L, O), got ", num(g_y.dim()), "-D");
@@ -105,7 +109,7 @@ std::vector<at::Tensor> hq_quantize_grad_output(const at::Tensor& g_y, int64_t b
   check_block(block, g_y.size(1), "O");
   const int qmax = operand_qmax(bits, fp8);
   TORCH_CHECK_VALUE(g_y.size(0) <= INT32_MAX, "g_y has too many rows for one launch");
-  const hot::HashKey hash = hash_key_arg(key, step, g_y.device(), "key");
+  const hot::HashKey hash = hash_key_arg(key, step, g_y.device(), "key", hash_rounds);
   const c10::cuda::CUDAGuard guard(g_y.device());
   auto opts = g_y.options();
   auto codes = at::empty(g_y.sizes(), opts.dtype(fp8 ? at::kFloat8_e4m3fn : at::kChar));
@@ -219,10 +223,10 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int6
                                      const std::vector<int64_t>& rows,
                                      int64_t bits, bool stochastic, bool per_channel,
                                      const std::vector<int64_t>& key, bool column_sums,
-                                     const std::optional<at::Tensor>& step) {
+                                     const std::optional<at::Tensor>& step, int64_t hash_rounds) {
   const auto [type, hla] = hla_input(t, windows, rows);
   const int qmax = qmax_of(bits);
-  const hot::HashKey hash = hash_key_arg(key, step, t.device(), "key");
+  const hot::HashKey hash = hash_key_arg(key, step, t.device(), "key", hash_rounds);
   const c10::cuda::CUDAGuard guard(t.device());
   auto opts = t.options();
   auto codes_t = at::empty({t.size(1), hla.proj_rows}, opts.dtype(at::kChar));
@@ -279,7 +283,8 @@ std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, const std::v
                                              bool per_token, const std::vector<int64_t>& hq_key, bool fp8,
                                              const std::vector<int64_t>& rows, int64_t hla_bits, bool per_channel,
                                              bool stochastic, const std::vector<int64_t>& hla_key,
-                                             bool column_sums, const std::optional<at::Tensor>& step) {
+                                             bool column_sums, const std::optional<at::Tensor>& step,
+                                             int64_t hash_rounds) {
   check_cuda(g_y, "g_y");
   check_aligned(g_y, "g_y");
   TORCH_CHECK_VALUE(g_y.dim() == 2, "g_y must be 2-D (L, O), got ", num(g_y.dim()), "-D");
@@ -308,7 +313,7 @@ std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, const std::v
   q.hq_qmax = operand_qmax(hq_bits, fp8);
   q.hq_per_token = per_token;
   q.fp8 = fp8;
-  q.hq_key = hash_key_arg(hq_key, step, g_y.device(), "hq_key");
+  q.hq_key = hash_key_arg(hq_key, step, g_y.device(), "hq_key", hash_rounds);
   q.hq_codes = static_cast<int8_t*>(hq_codes.data_ptr());
   q.hq_scale = hq_scale.data_ptr<float>();
   q.hq_amax = amax_bits;
@@ -317,7 +322,7 @@ std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, const std::v
   q.hla_qmax = qmax_of(hla_bits);
   q.hla_per_channel = per_channel;
   q.hla_stochastic = stochastic;
-  q.hla_key = hash_key_arg(hla_key, step, g_y.device(), "hla_key");
+  q.hla_key = hash_key_arg(hla_key, step, g_y.device(), "hla_key", hash_rounds);
   q.hla_codes_t = hla_codes_t.data_ptr<int8_t>();
   q.hla_scale = hla_scale.data_ptr<float>();
   q.hla_amax = amax_bits + hq_n;
@@ -535,10 +540,10 @@ at::Tensor advance_step(const at::Tensor& step) {
 // hot.rounding.uniform's numbers for a tensor of numel elements (row-major indices), as float32 on the CUDA device
 // device_index: one kernel instead of the reference's int64 passes.
 at::Tensor hash_uniform(int64_t numel, const std::vector<int64_t>& key, int64_t device_index,
-                        const std::optional<at::Tensor>& step) {
+                        const std::optional<at::Tensor>& step, int64_t hash_rounds) {
   TORCH_CHECK_VALUE(numel >= 0, "numel must be non-negative, got ", num(numel));
   const at::Device device(at::kCUDA, static_cast<c10::DeviceIndex>(device_index));
-  const hot::HashKey hash = hash_key_arg(key, step, device, "key");
+  const hot::HashKey hash = hash_key_arg(key, step, device, "key", hash_rounds);
   TORCH_CHECK_VALUE(device_index >= 0 && device_index < c10::cuda::device_count(), "device index ", num(device_index),
                     " names no CUDA device (", num(c10::cuda::device_count()), " visible)");
   const c10::cuda::CUDAGuard guard(device);
@@ -635,15 +640,16 @@ std::vector<at::Tensor> layer_gradients(
     const std::string& gx_route, at::ScalarType gx_dtype, const std::vector<int64_t>& windows,
     const std::vector<int64_t>& rows, int64_t gw_bits, bool stochastic, bool per_channel,
     const std::vector<int64_t>& hla_key, bool column_sums, const std::string& gw_route,
-    const std::optional<at::Tensor>& step) {
+    const std::optional<at::Tensor>& step, int64_t hash_rounds) {
   check_float_matrix(g_y, "g_y");
   check_float_matrix(weight, "weight");
   check_codes(x_codes, "x_codes", false);  // before any launch; check_hla_matmul below checks R against g_y's codes
   check_scale(x_scale, "x_scale", x_codes.size(1));
   const c10::cuda::CUDAGuard guard(g_y.device());
   const at::Tensor g = aligned(g_y);
-  const auto hq = hq_quantize_grad_output(g, block, gx_bits, per_token, hq_key, gy_fp8, step);
-  const auto hla = hla_quantize(g, windows, rows, gw_bits, stochastic, per_channel, hla_key, column_sums, step);
+  const auto hq = hq_quantize_grad_output(g, block, gx_bits, per_token, hq_key, gy_fp8, step, hash_rounds);
+  const auto hla =
+      hla_quantize(g, windows, rows, gw_bits, stochastic, per_channel, hla_key, column_sums, step, hash_rounds);
   const bool fp8_route = gx_route == "fp8";
   // On the FP8 route W's quantiser also writes the GEMM's column scales (what fp8_matmul makes in a kernel of its own).
   const auto w = quantize_weight(aligned(weight), block, gx_bits, w_fp8, fp8_route);
@@ -699,5 +705,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("x_scale"), py::arg("block"), py::arg("gx_bits"), py::arg("per_token"), py::arg("hq_key"),
         py::arg("gy_fp8"), py::arg("w_fp8"), py::arg("gx_route"), py::arg("gx_dtype"), py::arg("windows"),
         py::arg("rows"), py::arg("gw_bits"), py::arg("stochastic"), py::arg("per_channel"), py::arg("hla_key"),
-        py::arg("column_sums"), py::arg("gw_route"), py::arg("step"));
+        py::arg("column_sums"), py::arg("gw_route"), py::arg("step"), py::arg("hash_rounds"));
 }

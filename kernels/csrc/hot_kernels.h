@@ -11,10 +11,11 @@ enum class InType : int { F32 = 0, F16 = 1, BF16 = 2 };
 
 // A stochastic-rounding key (hot.rounding): `key` as given where step is null, else
 // hash_key(seed, layer, *step, stream, rank) with the step read on the device by every kernel that rounds, so a
-// captured CUDA graph's replays each use the step the graph itself advanced.
+// captured CUDA graph's replays each use the step the graph itself advanced. rounds: the finalisers a code's hash
+// applies to its index (hot.rounding.hash_rounds: 2 for "fmix32x2", 1 for "fmix32").
 struct HashKey {
   const int64_t* step;
-  uint32_t key, seed, layer, stream, rank;
+  uint32_t key, seed, layer, stream, rank, rounds;
 };
 
 // Q(HT(g_y)): block Hadamard (n = block) along the rows of g_y (L x O), stochastic rounding by the

@@ -116,8 +116,10 @@ __device__ float block_max(float v) {
 }
 
 // The key a rounding kernel's thread uses: as given, or hash_key of the step the device holds (HashKey).
-__device__ __forceinline__ uint32_t resolve_key(const HashKey& k) {
-  return k.step == nullptr ? k.key : hash_key(k.seed, k.layer, static_cast<uint32_t>(*k.step), k.stream, k.rank);
+__device__ __forceinline__ Dither resolve_key(const HashKey& k) {
+  const uint32_t key =
+      k.step == nullptr ? k.key : hash_key(k.seed, k.layer, static_cast<uint32_t>(*k.step), k.stream, k.rank);
+  return Dither{key, k.rounds};
 }
 
 // --- g_x path: Q4(HT(g_y)) ------------------------------------------------------------------
@@ -144,7 +146,7 @@ __device__ __forceinline__ void biased_operand_bytes(const float (&biased)[N], b
 
 // Stochastic codes of one chunk of N transformed values (u at row-major indices index, index + 1, ...), stored.
 template <int N>
-__device__ __forceinline__ void hq_store_chunk(const float (&v)[N], const Scale& sc, uint32_t index, uint32_t key,
+__device__ __forceinline__ void hq_store_chunk(const float (&v)[N], const Scale& sc, uint32_t index, Dither key,
                                                int qmax, bool fp8, int8_t* __restrict__ codes) {
   float biased[N];
   stochastic_codes_biased<N>(v, sc, index, 1u, key, qmax, biased);
@@ -158,7 +160,7 @@ __device__ __forceinline__ void hq_store_chunk(const float (&v)[N], const Scale&
 template <typename T, int N, int Chunks>
 __global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t cols, int qmax, HashKey hash, bool fp8,
                                          int8_t* __restrict__ codes, float* __restrict__ scale) {
-  const uint32_t key = resolve_key(hash);  // first: the step's load overlaps the row's
+  const Dither key = resolve_key(hash);  // first: the step's load overlaps the row's
   const int64_t row = blockIdx.x;
   const T* src = g + row * cols;
   const int chunks = static_cast<int>(cols / N);
@@ -204,7 +206,7 @@ __global__ void hq_grad_output_per_token_long(const T* __restrict__ g, int64_t c
   const float s = absmax_to_scale(block_max(amax), qmax);
   if (threadIdx.x == 0) scale[row] = s;
   const Scale sc = scale_of(s);
-  const uint32_t key = resolve_key(hash);
+  const Dither key = resolve_key(hash);
   const uint32_t first = static_cast<uint32_t>(row) * static_cast<uint32_t>(cols);
   for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
     float v[N];
@@ -237,7 +239,7 @@ __global__ void hq_grad_output_quantize(const T* __restrict__ g, int64_t chunks,
   const float s = absmax_to_scale(__uint_as_float(*amax_bits), qmax);
   if (blockIdx.x == 0 && threadIdx.x == 0) *scale = s;
   const Scale sc = scale_of(s);
-  const uint32_t key = resolve_key(hash);
+  const Dither key = resolve_key(hash);
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < chunks;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float v[N];
@@ -618,7 +620,7 @@ __device__ __forceinline__ void hla_park(float* tile, const HlaRows& rows, const
 // count (Full: count is MaxRank, no guards); rows past count are zero and not stored.
 template <int MaxRank, bool Full, bool Stochastic, int kCols>
 __device__ __forceinline__ void hla_quantize_unit(const float* src, int count, const Scale& sc, uint32_t index,
-                                                  uint32_t stride, uint32_t key, int qmax, int8_t* __restrict__ out) {
+                                                  uint32_t stride, Dither key, int qmax, int8_t* __restrict__ out) {
   float x[MaxRank];
 #pragma unroll
   for (int j = 0; j < MaxRank; ++j) x[j] = Full || j < count ? src[j * kCols] : 0.0f;
@@ -644,7 +646,7 @@ __device__ __forceinline__ void hla_quantize_unit(const float* src, int count, c
 // transposed (C x R) codes.
 template <int Vec, bool Stochastic>
 __device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh, int qmax,
-                                          bool per_channel, uint32_t key, const uint32_t* __restrict__ amax_bits,
+                                          bool per_channel, Dither key, const uint32_t* __restrict__ amax_bits,
                                           int8_t* __restrict__ codes_t, float* __restrict__ scale) {
   constexpr int kCols = HlaTile<Vec>::kCols;
   const float s_tensor = per_channel ? 0.0f : absmax_to_scale(__uint_as_float(*amax_bits), qmax);
@@ -717,7 +719,7 @@ __global__ void __launch_bounds__(kHlaThreads)
                         float* __restrict__ scale, ColumnSums sums) {
   static_assert(kSumRows * HlaTile<Vec>::kCols <= HlaTile<Vec>::kFloats, "the sums' slices fit in the tile");
   __shared__ __align__(16) float tile[HlaTile<Vec>::kFloats];
-  const uint32_t key = Stochastic ? resolve_key(hash) : 0u;  // first: the step's load overlaps the tile's
+  const Dither key = Stochastic ? resolve_key(hash) : Dither{0u, 2u};  // first: the step's load overlaps the tile's
   {
     int64_t sb, c;
     hla_unit(sh, Vec, sb, c);
@@ -982,7 +984,7 @@ template <typename T, int N>
 __global__ void __launch_bounds__(kHlaThreads)
     grad_output_quantize(const T* __restrict__ g, HlaShape sh, HlaRows rows, GradOutputQuant q) {
   __shared__ __align__(16) float tile[HlaTile<kHqVec>::kFloats];
-  const uint32_t hq_key = resolve_key(q.hq_key), hla_key = q.hla_stochastic ? resolve_key(q.hla_key) : 0u;
+  const Dither hq_key = resolve_key(q.hq_key), hla_key = q.hla_stochastic ? resolve_key(q.hla_key) : Dither{0u, 2u};
   int64_t sb, c;
   hla_unit(sh, kHqVec, sb, c);
   const HlaUnit u = grad_output_unit(sh, sb);
@@ -1020,7 +1022,7 @@ __global__ void __launch_bounds__(kHlaThreads)
     hla_store<kHqVec, true>(tile, sh, q.hla_qmax, q.hla_per_channel, hla_key, q.hla_amax, q.hla_codes_t,
                             q.hla_scale);
   } else {
-    hla_store<kHqVec, false>(tile, sh, q.hla_qmax, q.hla_per_channel, 0u, q.hla_amax, q.hla_codes_t,
+    hla_store<kHqVec, false>(tile, sh, q.hla_qmax, q.hla_per_channel, Dither{0u, 2u}, q.hla_amax, q.hla_codes_t,
                              q.hla_scale);
   }
 }
@@ -1091,7 +1093,7 @@ __global__ void advance_step_kernel(int64_t* step, int64_t* saved) {
 
 // hot.rounding.uniform, four numbers a thread with one 16-byte store (out comes from torch's allocator: aligned).
 __global__ void hash_uniform_kernel(float* __restrict__ out, int64_t n, HashKey hash) {
-  const uint32_t key = resolve_key(hash);
+  const Dither key = resolve_key(hash);
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x * 4;
   for (int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * 4; i < n; i += step) {
     const uint32_t e = static_cast<uint32_t>(i);  // the hash reads its index mod 2^32

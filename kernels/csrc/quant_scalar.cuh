@@ -112,12 +112,27 @@ HOT_HD uint32_t hash_key(uint32_t seed, uint32_t layer, uint32_t step, uint32_t 
   return rank == 0u ? key : fmix32(key ^ rank);
 }
 
-// hot.rounding.uniform: 24 random bits times 2^-24 (exact in float32). The hash reads the low 32 bits of an
-// element's index (the reference's index & MASK32), so callers compute indices in uint32_t, wrapping mod 2^32:
-// the same low bits as 64-bit arithmetic, in one register.
-HOT_HD float hash_uniform(uint32_t index, uint32_t key) {
-  const uint32_t h = fmix32(fmix32(index) ^ key);
+// hot.rounding.uniform of a hash: 24 random bits times 2^-24 (exact in float32).
+HOT_HD float uniform_of_hash(uint32_t h) {
   return mul_rn(static_cast<float>(h >> 8), 5.9604644775390625e-08f);  // h >> 8 < 2^24: exact
+}
+
+// hot.rounding.uniform under hash "fmix32x2" (the spec's). The hash reads the low 32 bits of an element's index
+// (the reference's index & MASK32), so callers compute indices in uint32_t, wrapping mod 2^32: the same low bits
+// as 64-bit arithmetic, in one register.
+HOT_HD float hash_uniform(uint32_t index, uint32_t key) { return uniform_of_hash(fmix32(fmix32(index) ^ key)); }
+
+// hot.rounding.uniform under hash "fmix32": one finaliser, half the hash's instructions.
+HOT_HD float hash_uniform_single(uint32_t index, uint32_t key) { return uniform_of_hash(fmix32(index ^ key)); }
+
+// A rounding call's key and its hash (HashKey.rounds: 2 for "fmix32x2", 1 for "fmix32").
+struct Dither {
+  uint32_t key;
+  uint32_t rounds;
+};
+
+HOT_HD float hash_uniform(uint32_t index, Dither d) {
+  return d.rounds == 1u ? hash_uniform_single(index, d.key) : hash_uniform(index, d.key);
 }
 
 // The larger of two magnitudes (fabsf results, or maxima of them), a NaN winning: such floats order as their
@@ -252,15 +267,24 @@ HOT_HD void group_quotients(const float (&v)[N], const Scale& sc, float (&q)[N])
 }
 
 // N stochastic codes under one absmax scale (group_quotients), biased (floor_code_biased), u of element k drawn at
-// index + k·stride: the same codes as stochastic_code, element by element.
+// index + k·stride: the same codes as stochastic_code, element by element. The hash is chosen once for the group
+// (a branch the warp takes together), not per code: a per-code choice would issue both hashes' instructions.
 template <int N>
 HOT_HD void stochastic_codes_biased(const float (&v)[N], const Scale& sc, uint32_t index, uint32_t stride,
-                                    uint32_t key, int qmax, float (&biased)[N]) {
+                                    Dither d, int qmax, float (&biased)[N]) {
   float q[N];
   group_quotients<N>(v, sc, q);
+  if (d.rounds == 1u) {
 #pragma unroll
-  for (int k = 0; k < N; ++k) {
-    biased[k] = floor_code_biased(add_rn(q[k], hash_uniform(index + static_cast<uint32_t>(k) * stride, key)), qmax);
+    for (int k = 0; k < N; ++k) {
+      const float u = hash_uniform_single(index + static_cast<uint32_t>(k) * stride, d.key);
+      biased[k] = floor_code_biased(add_rn(q[k], u), qmax);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      biased[k] = floor_code_biased(add_rn(q[k], hash_uniform(index + static_cast<uint32_t>(k) * stride, d.key)), qmax);
+    }
   }
 }
 

@@ -11,6 +11,7 @@ from typing import Any
 from .hadamard import is_power_of_two
 from .hla import BLOCKINGS, HLA_BLOCK
 from .quant import ROUNDINGS, SUPPORTED_BITS
+from .rounding import HASHES
 
 METHODS = ("fp", "hot", "int4", "luq", "lbp_wht", "hla_filter", "grad_dropout")
 # auto: the real backend for tensors on a CUDA device where the hot-kernels extension loads, else fake (per call).
@@ -42,6 +43,10 @@ class HOTConfig:
     gx_granularity: the g_x scale used without LQS (and while LQS calibrates).
     gw_granularity: scales on the g_w path, ``per_tensor`` or ``per_channel`` (O for P g_y, I for P x).
     gy_rounding: rounding of g_y on both paths (``stochastic`` in the paper).
+    rounding_hash: how each stochastic code of g_y draws its uniform number from the key and its index
+        (:mod:`hot.rounding`): ``fmix32x2`` (the spec's two MurmurHash3 finalisers, the default) or ``fmix32``
+        (one finaliser: fewer instructions a code in the kernels' g_y passes, which are bound by instruction
+        issue; other numbers, so other training runs, measured beside the default). Method ``hot`` only.
     keep_ratio: kept fraction for ``hla_filter`` (rank = round(16·keep)) and ``grad_dropout``.
     seed: the stochastic-rounding hash seed (the same on every data-parallel rank: each rank draws its own
         numbers from it, :mod:`hot.rounding`).
@@ -79,6 +84,7 @@ class HOTConfig:
     gx_granularity: str = "per_token"
     gw_granularity: str = "per_tensor"
     gy_rounding: str = "stochastic"
+    rounding_hash: str = "fmix32x2"
     keep_ratio: float = 0.5
     seed: int = 0
     backend: str = "auto"
@@ -101,6 +107,12 @@ class HOTConfig:
         check_one_of("gx_granularity", self.gx_granularity, GX_GRANULARITIES)
         check_one_of("gw_granularity", self.gw_granularity, GW_GRANULARITIES)
         check_one_of("gy_rounding", self.gy_rounding, ROUNDINGS)
+        check_one_of("rounding_hash", self.rounding_hash, HASHES)
+        if self.rounding_hash != "fmix32x2" and self.method != "hot":
+            raise ValueError(
+                f"rounding_hash applies to method 'hot' only (baselines draw with the spec's hash), "
+                f"got method={self.method!r}"
+            )
         check_one_of("recompute_inputs", self.recompute_inputs, RECOMPUTE_INPUTS)
         check_one_of("backend", self.backend, BACKENDS)
         if not 0.0 < self.lqs_ratio < math.inf:

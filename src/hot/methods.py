@@ -129,8 +129,18 @@ def layer_specs(
     ``keys`` names; ``gx_granularity`` is LQS's choice of g_x scales (default: the config's)."""
     c = config
     block = largest_block(out_features, c.hq_block)
-    hq = HQSpec(block, c.gx_bits, gx_granularity or c.gx_granularity, keys.spec_key(Stream.GX_GRAD_OUTPUT))
-    gy = HLASpec(windows, c.hla_rank, c.gw_bits, c.gy_rounding, gw_granularity(c), keys.spec_key(Stream.GW_GRAD_OUTPUT))
+    hq = HQSpec(
+        block, c.gx_bits, gx_granularity or c.gx_granularity, keys.spec_key(Stream.GX_GRAD_OUTPUT), c.rounding_hash
+    )
+    gy = HLASpec(
+        windows,
+        c.hla_rank,
+        c.gw_bits,
+        c.gy_rounding,
+        gw_granularity(c),
+        keys.spec_key(Stream.GW_GRAD_OUTPUT),
+        c.rounding_hash,
+    )
     return LayerSpecs(hq, gy, input_spec(c, windows))
 
 

@@ -74,11 +74,12 @@ def quantize(
     bits: int,
     rounding_mode: str = "nearest",
     key: int | rounding.StepKey | None = None,
+    hash: str = "fmix32x2",
 ) -> torch.Tensor:
     """Integer codes (in float32) of ``t`` at ``scale``, clamped to ±qmax.
 
     Stochastic rounding needs the hash ``key`` (:func:`hot.rounding.hash_key`); the uniform for element
-    ``e`` is drawn at ``e``'s row-major index in ``t``.
+    ``e`` is drawn at ``e``'s row-major index in ``t`` by ``hash`` (:data:`hot.rounding.HASHES`).
     """
     limit = qmax(bits)
     v = t.float() / scale
@@ -87,7 +88,7 @@ def quantize(
     elif rounding_mode == "stochastic":
         if key is None:
             raise ValueError("stochastic rounding needs a hash key")
-        q = torch.floor(v + rounding.uniform(v.shape, key, v.device))
+        q = torch.floor(v + rounding.uniform(v.shape, key, v.device, hash))
     else:
         raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding_mode!r}")
     return q.clamp_(-limit, limit)

@@ -4,13 +4,20 @@ A uniform number ``u`` in [0, 1) is a pure function of (seed, layer, step, strea
 
     key = fmix32(fmix32(fmix32(fmix32(seed) ^ layer) ^ step) ^ stream)   on rank 0
     key = fmix32(key_of_rank_0 ^ rank)                                   on rank > 0
-    h   = fmix32(fmix32(index) ^ key)
+    h   = fmix32(fmix32(index) ^ key)                                    hash "fmix32x2" (the default)
+    h   = fmix32(index ^ key)                                            hash "fmix32"
     u   = (h >> 8) * 2**-24
 
 ``fmix32`` is the MurmurHash3 32-bit finaliser (xor-shift 16, multiply 0x85EBCA6B, xor-shift 13,
 multiply 0xC2B2AE35, xor-shift 16, all modulo 2**32). ``index`` is the element's row-major offset in
 the tensor being quantised, modulo 2**32. ``stream`` separates the quantisers of one layer's
 backward (see :class:`Stream`). ``u`` has 24 random bits, so it is exact in float32.
+
+The hash (:data:`HASHES`, ``HOTConfig.rounding_hash``) is the spec's two finalisers a number by default. ``"fmix32"``
+keeps one: the key is already a finaliser's output, and one finaliser of ``index ^ key`` mixes every index bit into
+every output bit, at half the instructions. The kernels' stochastic code passes are bound by instruction issue, and
+the spec's hash is about a third of their instructions a code; ``"fmix32"`` draws other numbers, so its training is
+its own (measured against the default, never assumed equal).
 
 ``rank`` is the process's data-parallel rank (:func:`rounding_rank`): ``torch.distributed``'s rank where
 a process group is initialised, else 0, unless :func:`set_rounding_rank` says otherwise. Data-parallel
@@ -34,6 +41,7 @@ import torch
 import torch.distributed as dist
 
 MASK32 = 0xFFFFFFFF
+HASHES = ("fmix32x2", "fmix32")  # the per-number hash: the spec's two finalisers, or one
 FMIX_C1 = 0x85EBCA6B
 FMIX_C2 = 0xC2B2AE35
 
@@ -138,6 +146,13 @@ def rounding_rank() -> int:
     return 0
 
 
+def hash_rounds(hash: str) -> int:
+    """How many finalisers ``hash`` (one of :data:`HASHES`) applies to a number's index: 2 or 1."""
+    if hash not in HASHES:
+        raise ValueError(f"rounding_hash must be one of {list(HASHES)}, got {hash!r}")
+    return 2 if hash == "fmix32x2" else 1
+
+
 def _fmix32_numpy(h: np.ndarray) -> np.ndarray:
     # uint32 arithmetic wraps modulo 2**32 natively: the same function as fmix32, about 12x faster on a CPU
     h ^= h >> np.uint32(16)
@@ -149,23 +164,28 @@ def _fmix32_numpy(h: np.ndarray) -> np.ndarray:
 
 
 def uniform(
-    shape: torch.Size | tuple[int, ...], key: int | StepKey, device: torch.device | str = "cpu"
+    shape: torch.Size | tuple[int, ...],
+    key: int | StepKey,
+    device: torch.device | str = "cpu",
+    hash: str = "fmix32x2",
 ) -> torch.Tensor:
-    """float32 uniforms in [0, 1) for every element of a tensor of ``shape`` (row-major indices). A
-    :class:`StepKey` on a GPU is read there by the hot-kernels extension's kernel, without a copy to the host."""
+    """float32 uniforms in [0, 1) for every element of a tensor of ``shape`` (row-major indices), drawn by ``hash``
+    (:data:`HASHES`). A :class:`StepKey` on a GPU is read there by the hot-kernels extension's kernel, without a copy
+    to the host."""
+    rounds = hash_rounds(hash)
     numel = 1
     for s in shape:
         numel *= int(s)
     device = torch.device(device)
     if device.type == "cpu":
-        key = key_value(key)
-        h = _fmix32_numpy(_fmix32_numpy(np.arange(numel, dtype=np.uint32)) ^ np.uint32(key))
+        index = np.arange(numel, dtype=np.uint32)
+        h = _fmix32_numpy((_fmix32_numpy(index) if rounds == 2 else index) ^ np.uint32(key_value(key)))
         return torch.from_numpy(h >> np.uint32(8)).to(torch.float32).mul_(2.0**-24).reshape(shape)
     from .backends import device_uniform  # here, not at the top: the backends import this module
 
-    made = device_uniform(numel, key, device)  # one kernel, where the extension is built (the same numbers)
+    made = device_uniform(numel, key, device, hash)  # one kernel, where the extension is built (the same numbers)
     if made is not None:
         return made.reshape(shape)
     index = torch.arange(numel, dtype=torch.int64, device=device) & MASK32
-    h = fmix32(fmix32(index) ^ key_value(key))
+    h = fmix32((fmix32(index) if rounds == 2 else index) ^ key_value(key))
     return ((h >> 8).to(torch.float32) * (2.0**-24)).reshape(shape)

@@ -1,10 +1,10 @@
 // Host driver of kernels/csrc/quant_scalar.cuh for tests/kernels/test_quant_scalar.py: `quant_scalar_host OP`
 // reads OP's packed little-endian inputs on stdin and writes its packed results on stdout.
-//   uniform    key u32, n u64, n indices u64             -> n f32   hash_uniform
+//   uniform    key u32, rounds u32, n u64, n indices u64 -> n f32   hash_uniform of Dither{key, rounds}
 //   hash_key   n u64, n (seed, layer, step, stream, rank) u32 quintuples -> n u32   hash_key
 //   stochastic qmax i32, n u64, n (v, s, u) f32 triples -> n i8    stochastic_code, then n f32 stochastic_code_value
 //   nearest    qmax i32, n u64, n (v, s) f32 pairs      -> n i8    nearest_code
-//   stochastic_group  qmax i32, key u32, stride u32, n u64, n groups of (s f32, index u32, 16 v f32)
+//   stochastic_group  qmax i32, key u32, rounds u32, stride u32, n u64, n groups of (s f32, index u32, 16 v f32)
 //                                                       -> 16n i8, 16n f32, 16n f32: stochastic_codes_biased<16>
 //                                                          (u of element k at index + k * stride), its bytes and
 //                                                          values, group_quotients<16>, then 16n i8 of
@@ -68,10 +68,11 @@ int main(int argc, char** argv) {
   const char* op = argv[1];
   if (!std::strcmp(op, "uniform")) {
     const auto key = read_one<uint32_t>();
+    const auto rounds = read_one<uint32_t>();
     const auto index = read_many<uint64_t>(read_one<uint64_t>());
     std::vector<float> u(index.size());
     // the kernels' indices are uint32_t, wrapping mod 2^32: the low 32 bits of the 64-bit index
-    for (size_t i = 0; i < index.size(); ++i) u[i] = hot::hash_uniform(static_cast<uint32_t>(index[i]), key);
+    for (size_t i = 0; i < index.size(); ++i) u[i] = hot::hash_uniform(static_cast<uint32_t>(index[i]), hot::Dither{key, rounds});
     write_many(u);
   } else if (!std::strcmp(op, "hash_key")) {
     const auto n = read_one<uint64_t>();
@@ -103,6 +104,7 @@ int main(int argc, char** argv) {
   } else if (!std::strcmp(op, "stochastic_group")) {
     const auto qmax = read_one<int32_t>();
     const auto key = read_one<uint32_t>();
+    const auto rounds = read_one<uint32_t>();
     const auto stride = read_one<uint32_t>();
     const auto n = read_one<uint64_t>();
     std::vector<int8_t> codes(16 * n);
@@ -114,7 +116,7 @@ int main(int argc, char** argv) {
       const auto in = read_many<float>(16);
       float v[16], biased[16], q[16];
       for (int k = 0; k < 16; ++k) v[k] = in[k];
-      hot::stochastic_codes_biased<16>(v, hot::scale_of(s), index, stride, key, qmax, biased);
+      hot::stochastic_codes_biased<16>(v, hot::scale_of(s), index, stride, hot::Dither{key, rounds}, qmax, biased);
       hot::group_quotients<16>(v, hot::scale_of(s), q);
       for (int k = 0; k < 16; ++k) {
         codes[16 * g + k] = static_cast<int8_t>(hot::biased_code_byte(biased[k]));

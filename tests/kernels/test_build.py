@@ -86,27 +86,28 @@ i8 = torch.zeros(4, 32, dtype=torch.int8)
 cases = [
     (lambda: _C.check_float_matrix(torch.zeros(4, 32), "g_y"), "g_y must be on a CUDA device for backend 'real'"),
     (
-        lambda: _C.hq_quantize_grad_output(torch.zeros(4, 32), 16, 4, True, [1], False, None),
+        lambda: _C.hq_quantize_grad_output(torch.zeros(4, 32), 16, 4, True, [1], False, None, 2),
         "g_y must be a CUDA tensor",
     ),
     (
-        lambda: _C.hla_quantize(torch.zeros(4, 32), [16, 0, 1, 16, 16], [0], 8, False, False, [0], True, None),
+        lambda: _C.hla_quantize(torch.zeros(4, 32), [16, 0, 1, 16, 16], [0], 8, False, False, [0], True, None, 2),
         "t must be a CUDA",
     ),
     (lambda: _C.check_hq_matmul(i8, torch.ones(4), i8, torch.ones(1), 16), "a_codes must be on a CUDA device"),
     (lambda: _C.check_hla_matmul(i8, torch.ones(1), i8, torch.ones(1)), "g_codes must be on a CUDA device"),
     (lambda: _C.cutlass_gemm_s8(i8, i8), "a must be a CUDA tensor"),
     (lambda: _C.dequantize(i8.int(), torch.ones(4), torch.ones(1), 16.0), "acc must be a CUDA tensor"),
-    (lambda: _C.hash_uniform(-1, [0], 0, None), "numel must be non-negative, got -1"),
-    (lambda: _C.hash_uniform(4, [1 << 32], 0, None), "key holds 4294967296, not a 32-bit unsigned integer"),
-    (lambda: _C.hash_uniform(4, [0], 0, None), "device index 0 names no CUDA device (0 visible)"),
+    (lambda: _C.hash_uniform(-1, [0], 0, None, 2), "numel must be non-negative, got -1"),
+    (lambda: _C.hash_uniform(4, [1 << 32], 0, None, 2), "key holds 4294967296, not a 32-bit unsigned integer"),
+    (lambda: _C.hash_uniform(4, [0], 0, None, 3), 'hash_rounds must be 1 ("fmix32") or 2 ("fmix32x2"), got 3'),
+    (lambda: _C.hash_uniform(4, [0], 0, None, 1), "device index 0 names no CUDA device (0 visible)"),
     (lambda: _C.int_matmul(i8, i8, torch.ones(1), torch.ones(1), 1.0, "int2"), "unknown integer GEMM route 'int2'"),
     (  # by keyword: the binding's argument names are the ones hot.backends.real passes in this order
         lambda: _C.layer_gradients(
             g_y=torch.zeros(4, 32), weight=torch.zeros(32, 32), x_codes=i8, x_scale=torch.ones(1), block=16,
             gx_bits=4, per_token=True, hq_key=[1], gy_fp8=False, w_fp8=False, gx_route="fp8",
             gx_dtype=torch.float32, windows=[16, 0, 1, 16, 16], rows=[0], gw_bits=8, stochastic=False,
-            per_channel=False, hla_key=[0], column_sums=False, gw_route="int8", step=None,
+            per_channel=False, hla_key=[0], column_sums=False, gw_route="int8", step=None, hash_rounds=2,
         ),
         "g_y must be on a CUDA device for backend 'real'",
     ),
@@ -122,7 +123,7 @@ print("checked", len(cases))
 """
     result = _run_with_ops(built, code)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip() == "checked 12"
+    assert result.stdout.strip() == "checked 13"
 
 
 def _cuobjdump(nvcc: str) -> str | None:

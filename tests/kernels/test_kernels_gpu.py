@@ -126,15 +126,16 @@ def test_the_profiling_driver_calls_each_quantiser_on_the_real_backend() -> None
     assert call_quantisers("qkv", batch=2) == 5  # what `ncu ... python -m hot.bench.quantiser_calls` profiles
 
 
+@pytest.mark.parametrize("hash", ["fmix32x2", "fmix32"])
 @pytest.mark.parametrize("numel", [0, 1, 3, 4, 5, 1023, 1 << 20, 25216 * 3 + 1])
 @pytest.mark.parametrize("key", [0, 1, 0xFFFFFFFF, hash_key(5, 3, 11, Stream.GW_GRAD_OUTPUT, rank=2)])
-def test_hash_uniform_kernel_is_the_reference_uniform(numel: int, key: int) -> None:
+def test_hash_uniform_kernel_is_the_reference_uniform(numel: int, key: int, hash: str) -> None:
     from hot import rounding
     from hot.backends.real import hash_uniform
 
-    made = hash_uniform(numel, key, CUDA)
+    made = hash_uniform(numel, key, CUDA, hash)
     assert made.dtype == torch.float32 and made.shape == (numel,) and made.is_cuda
-    assert torch.equal(made.cpu(), rounding.uniform((numel,), key))
+    assert torch.equal(made.cpu(), rounding.uniform((numel,), key, hash=hash))
 
 
 def test_uniform_on_cuda_equals_the_cpu_numbers_with_and_without_the_kernel(monkeypatch) -> None:
@@ -518,7 +519,16 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 @pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize(
-    "cfg", [{}, {"gx_granularity": "per_tensor"}, {"abc": True}, {"gw_granularity": "per_channel"}]
+    "cfg",
+    [
+        {},
+        {"gx_granularity": "per_tensor"},
+        {"abc": True},
+        {"gw_granularity": "per_channel"},
+        {"rounding_hash": "fmix32"},
+        {"rounding_hash": "fmix32", "gx_granularity": "per_tensor", "abc": True},
+    ],
+    ids=str,
 )
 @pytest.mark.parametrize(
     ("grid", "samples", "in_f", "out_f"),
@@ -707,6 +717,42 @@ def test_step_keys_give_the_integer_keys_codes(fused: bool) -> None:
     assert not torch.equal(first[0], second[0])  # a new step, new dither
 
 
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize(
+    ("rows", "cols", "tokens", "granularity"),
+    [
+        (4 * 197, 768, 197, "per_token"),  # a row's codes in registers
+        (2 * 197, 2304, 197, "per_tensor"),
+        (32, 16400, 16, "per_token"),  # rows too long for the registers: the two-pass per-token kernel
+    ],
+)
+def test_the_one_finaliser_hash_gives_the_reference_codes(fused, rows, cols, tokens, granularity) -> None:
+    """rounding_hash "fmix32" on the GPU: both g_y quantisers' codes (HQ per token or per tensor, HLA stochastic over
+    a ViT's 4x4 windows or 1x16 strips), separately and fused, with the key derived in the kernels from the step
+    tensor, equal the reference's under the same hash, and differ from the spec hash's codes."""
+    from hot.methods import Keys, layer_specs
+
+    windows = hla_windows(tokens, "spatial", TokenGrid(1, 14, 14) if tokens == 197 else None)
+    g = _randn(rows, cols, seed=cols, dtype=torch.bfloat16)
+    step = torch.tensor([9], dtype=torch.int64, device=CUDA)
+    backend = RealBackend(fused_grad_output=fused)
+    found = {}
+    for hash in ("fmix32", "fmix32x2"):
+        config = HOTConfig(rounding_hash=hash, gx_granularity=granularity)
+        on_device = layer_specs(config, cols, windows, Keys(3, 2, step))
+        on_host = layer_specs(config, cols, windows, Keys(3, 2, 9))
+        real = backend.quantize_grad_output(g.to(CUDA), on_device.grad_output, on_device.grad_output_hla)
+        ref = REF.quantize_grad_output(g, on_host.grad_output, on_host.grad_output_hla)
+        assert backend.fuses_grad_output(g.to(CUDA), on_device.grad_output, on_device.grad_output_hla) == fused
+        _assert_codes(real.hq_codes, ref.hq_codes)
+        _assert_bits(real.hq_scale, ref.hq_scale)
+        _assert_codes(real.hla_codes, ref.hla_codes)
+        _assert_bits(real.hla_scale, ref.hla_scale)
+        found[hash] = real.hq_codes.cpu().float(), real.hla_codes.cpu().float()
+    for a, b in zip(found["fmix32"], found["fmix32x2"], strict=True):
+        assert (a != b).float().mean() > 0.05  # other dither, other codes
+
+
 def test_a_real_layer_keeps_its_step_on_the_gpu(kernel_backend) -> None:
     layer = HOTLinear.from_float(torch.nn.Linear(64, 32, device=CUDA), HOTConfig(backend="real"), 0)
     x = torch.randn(4, 16, 64, device=CUDA, requires_grad=True)
@@ -802,6 +848,10 @@ BF16, F32 = torch.bfloat16, torch.float32
         (394, 96, 64, {}, "cutlass-int4", F32, False, ("int4", "int8")),
         (394, 96, 64, {}, "cutlass", F32, True, ("int8", "int8")),
         (394, 96, 64, {}, "cublas", torch.float16, False, ("fp8", "int8_lt")),
+        # one finaliser a code (rounding_hash "fmix32"), per token and per tensor
+        (394, 96, 64, {"rounding_hash": "fmix32"}, "auto", BF16, True, ("fp8", "int8_sm90")),
+        (3152, 768, 3072, {"rounding_hash": "fmix32", "gx_granularity": "per_tensor"}, "auto", BF16, True,
+         ("fp8", "int8_sm90")),
     ],
 )  # fmt: skip
 def test_a_layer_backward_in_one_call_equals_its_calls_one_by_one(
@@ -1086,9 +1136,9 @@ def test_bad_inputs_raise_clear_errors(kernel_backend) -> None:
         be.hla_matmul(codes, one, codes[:8], one, HLA16)
     # the low-level ops check layout themselves (ValueError from TORCH_CHECK_VALUE)
     with pytest.raises(ValueError, match="contiguous"):
-        hot_kernels._C.hq_quantize_grad_output(g.t(), 16, 4, True, [1], False, None)
+        hot_kernels._C.hq_quantize_grad_output(g.t(), 16, 4, True, [1], False, None, 2)
     with pytest.raises(ValueError, match="aligned"):
-        hot_kernels._C.hq_quantize_grad_output(g.reshape(-1)[1:65].reshape(1, 64), 16, 4, True, [1], False, None)
+        hot_kernels._C.hq_quantize_grad_output(g.reshape(-1)[1:65].reshape(1, 64), 16, 4, True, [1], False, None, 2)
 
 
 def test_gx_codes_are_fp8_operands_on_sm90(kernel_backend) -> None:
@@ -1124,7 +1174,7 @@ def test_low_level_ops_raise(kernel_backend) -> None:
     with pytest.raises(ValueError, match="cols_pad"):
         _C.codes_to_e4m3(a, 4)
     x64 = torch.randn(64, 4, device=CUDA)
-    flags = (8, False, False, [0], False, None)  # bits, stochastic, per_channel, key, column_sums, step
+    flags = (8, False, False, [0], False, None, 2)  # bits, stochastic, per_channel, key, column_sums, step, rounds
     with pytest.raises(ValueError, match="aligned"):
         _C.hla_quantize(torch.randn(257, device=CUDA)[1:].reshape(64, 4), [16, 0, 1, 16, 16], [0], *flags)
     with pytest.raises(ValueError, match=r"1 prefix \+ 4x4 grid is not T = 16"):
@@ -1133,9 +1183,11 @@ def test_low_level_ops_raise(kernel_backend) -> None:
         _C.hla_quantize(x64, [16, 0, 2, 8, 8], [0], *flags)
     g = torch.randn(32, 64, device=CUDA)
     with pytest.raises(ValueError, match="fp8 operands hold 4-bit codes only"):
-        _C.hq_quantize_grad_output(g, 16, 8, True, [1], True, None)
+        _C.hq_quantize_grad_output(g, 16, 8, True, [1], True, None, 2)
     with pytest.raises(ValueError, match="fp8 operands hold 4-bit codes only"):
-        _C.quantize_grad_output(g, [16, 0, 1, 16, 16], 16, 8, True, [1], True, [0, 1], 8, False, True, [2], False, None)
+        _C.quantize_grad_output(
+            g, [16, 0, 1, 16, 16], 16, 8, True, [1], True, [0, 1], 8, False, True, [2], False, None, 2
+        )
     step = torch.zeros(1, dtype=torch.int64, device=CUDA)
     key_cases = [
         (([1, 2], None), "must be \\[key\\] or \\[seed, layer, stream, rank\\], got 2"),
@@ -1146,7 +1198,9 @@ def test_low_level_ops_raise(kernel_backend) -> None:
     ]
     for (key, key_step), message in key_cases:
         with pytest.raises(ValueError, match=message):
-            _C.hq_quantize_grad_output(g, 16, 4, True, key, False, key_step)
+            _C.hq_quantize_grad_output(g, 16, 4, True, key, False, key_step, 2)
+    with pytest.raises(ValueError, match="hash_rounds must be 1"):
+        _C.hq_quantize_grad_output(g, 16, 4, True, [1], False, None, 0)
     with pytest.raises(ValueError, match="step must hold one element"):
         _C.advance_step(torch.zeros(2, dtype=torch.int64, device=CUDA))
 

@@ -17,7 +17,7 @@ import torch
 
 from hot.hla import HLAWindows, TokenGrid, hla_windows, lp_l1_rows, projected_rows
 from hot.quant import absmax_scale, qmax, quantize, sawb_scale
-from hot.rounding import MASK32, hash_key, uniform
+from hot.rounding import HASHES, MASK32, hash_key, hash_rounds, uniform
 
 pytestmark = pytest.mark.build
 HERE = Path(__file__).resolve().parent
@@ -49,14 +49,15 @@ def _grad_like(rows: int, cols: int, seed: int) -> torch.Tensor:
     return t
 
 
-def test_hash_uniform_is_the_reference_hash(host) -> None:
+@pytest.mark.parametrize("hash", HASHES)
+def test_hash_uniform_is_the_reference_hash(host, hash: str) -> None:
     key, n = 0xA5F00D17, 100_000
     index = np.arange(n, dtype=np.uint64)
     # indices beyond 2^32 wrap: the hash sees the low 32 bits, as the reference's index & MASK32
     for offset in (0, 2**32):
-        out = host("uniform", struct.pack("<IQ", key, n) + (index + np.uint64(offset)).tobytes())
-        got = torch.from_numpy(np.frombuffer(out, dtype=np.float32).copy())
-        assert torch.equal(got, uniform((n,), key))
+        payload = struct.pack("<IIQ", key, hash_rounds(hash), n) + (index + np.uint64(offset)).tobytes()
+        got = torch.from_numpy(np.frombuffer(host("uniform", payload), dtype=np.float32).copy())
+        assert torch.equal(got, uniform((n,), key, hash=hash))
 
 
 def test_hash_key_is_the_reference_key(host) -> None:
@@ -87,8 +88,10 @@ def test_stochastic_codes_match_quantize(host, bits: int, granularity: str) -> N
     assert torch.equal(torch.from_numpy(values.copy()), expected)
 
 
-@pytest.mark.parametrize(("bits", "stride"), [(4, 1), (8, 768)])
-def test_stochastic_code_groups_are_the_codes_one_by_one(host, bits: int, stride: int) -> None:
+@pytest.mark.parametrize(
+    ("bits", "stride", "hash"), [(4, 1, "fmix32x2"), (8, 768, "fmix32x2"), (4, 1, "fmix32"), (8, 768, "fmix32")]
+)
+def test_stochastic_code_groups_are_the_codes_one_by_one(host, bits: int, stride: int, hash: str) -> None:
     """The kernels' grouped codes (one check for 16 quotients, the group divided exactly when one lies below 2^-100
     or the scale or its reciprocal is not finite): the reference's floor(v / s + u), clamped, at u of
     index + k * stride. Each group's scale is its absmax scale (the kernels' precondition), or one made from larger
@@ -114,9 +117,9 @@ def test_stochastic_code_groups_are_the_codes_one_by_one(host, bits: int, stride
         struct.pack("<fI", float(s[g]), int(index[g])) + v[g].numpy().astype(np.float32).tobytes()
         for g in range(groups)
     )
-    out = host("stochastic_group", struct.pack("<iIIQ", qmax(bits), key, stride, groups) + payload)
+    out = host("stochastic_group", struct.pack("<iIIIQ", qmax(bits), key, hash_rounds(hash), stride, groups) + payload)
     positions = index[:, None] + torch.arange(16)[None, :] * stride
-    u = uniform((int(positions.max()) + 1,), key)[positions]
+    u = uniform((int(positions.max()) + 1,), key, hash=hash)[positions]
     limit = qmax(bits)
     expected = torch.floor(v / s + u).clamp_(-limit, limit)
     codes = torch.from_numpy(np.frombuffer(out[: 16 * groups], dtype=np.int8).astype(np.float32)).reshape(groups, 16)

@@ -28,7 +28,7 @@ import torch
 from ..config import HOTConfig
 from ..hla import HLA_BLOCK, HLAWindows
 from ..quant import GRANULARITIES, ROUNDINGS, SUPPORTED_BITS
-from ..rounding import StepKey
+from ..rounding import HASHES, StepKey
 
 _MASK32 = 0xFFFFFFFF
 
@@ -62,6 +62,7 @@ class HQSpec:
     bits: int
     granularity: str = "per_token"
     key: int | StepKey = 0
+    hash: str = "fmix32x2"  # hot.rounding.HASHES: how a code's uniform is drawn from key and index
 
     def __post_init__(self) -> None:
         if isinstance(self.block, bool) or not isinstance(self.block, int) or self.block < 1:
@@ -71,6 +72,7 @@ class HQSpec:
         _check_choice("HQSpec.bits", self.bits, SUPPORTED_BITS)
         _check_choice("HQSpec.granularity", self.granularity, GRANULARITIES)
         _check_key(self.key)
+        _check_choice("HQSpec.hash", self.hash, HASHES)
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class HLASpec:
     rounding: str
     granularity: str
     key: int | StepKey | None = None
+    hash: str = "fmix32x2"  # hot.rounding.HASHES, for stochastic rounding
 
     def __post_init__(self) -> None:
         if not isinstance(self.windows, HLAWindows):
@@ -97,6 +100,7 @@ class HLASpec:
             raise ValueError("HLASpec.key is needed for stochastic rounding")
         if self.key is not None:
             _check_key(self.key)
+        _check_choice("HLASpec.hash", self.hash, HASHES)
 
 
 class Backend(Protocol):
@@ -256,7 +260,7 @@ def real_available() -> bool:
     return True
 
 
-def device_uniform(numel: int, key: int | StepKey, device: torch.device) -> torch.Tensor | None:
+def device_uniform(numel: int, key: int | StepKey, device: torch.device, hash: str = "fmix32x2") -> torch.Tensor | None:
     """:func:`hot.rounding.uniform`'s numbers (flat, float32) made on a CUDA ``device`` by the hot-kernels extension
     in one kernel, or None where ``device`` is not CUDA or the loaded extension has no such kernel (not built, or
     built before it existed): the caller then computes the same numbers with torch ops."""
@@ -264,7 +268,7 @@ def device_uniform(numel: int, key: int | StepKey, device: torch.device) -> torc
         return None
     from .real import hash_uniform, hash_uniform_built
 
-    return hash_uniform(numel, key, device) if hash_uniform_built() else None
+    return hash_uniform(numel, key, device, hash) if hash_uniform_built() else None
 
 
 def _backend(name: str, gemm: str, fused_grad_output: bool, side_stream: bool = True) -> Backend:

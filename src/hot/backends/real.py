@@ -46,7 +46,7 @@ import torch
 
 from ..config import GEMMS
 from ..hla import HLAWindows, lp_l1_rows, projected_rows
-from ..rounding import StepKey
+from ..rounding import StepKey, hash_rounds
 from . import (
     GradientFrom,
     HLASpec,
@@ -97,12 +97,12 @@ def hash_uniform_built() -> bool:
     return hasattr(load_ops(), "hash_uniform")
 
 
-def hash_uniform(numel: int, key: int | StepKey, device: torch.device) -> torch.Tensor:
-    """:func:`hot.rounding.uniform`'s numbers for ``numel`` row-major indices under ``key``: float32 on the CUDA
-    ``device``, from one kernel (the kernels' ``hash_uniform``, the same function bit for bit; a StepKey's step read
-    there, with no copy to the host)."""
+def hash_uniform(numel: int, key: int | StepKey, device: torch.device, hash: str = "fmix32x2") -> torch.Tensor:
+    """:func:`hot.rounding.uniform`'s numbers for ``numel`` row-major indices under ``key`` and ``hash``: float32 on
+    the CUDA ``device``, from one kernel (the kernels' ``hash_uniform``, the same function bit for bit; a StepKey's
+    step read there, with no copy to the host)."""
     parts, step = _key_arg(key)
-    return load_ops().hash_uniform(numel, parts, _device_index(device), step)
+    return load_ops().hash_uniform(numel, parts, _device_index(device), step, hash_rounds(hash))
 
 
 def mark_4bit(codes: torch.Tensor) -> torch.Tensor:
@@ -130,6 +130,15 @@ def _key_arg(key: int | StepKey) -> tuple[list[int], torch.Tensor | None]:
     """A hash key as the ops take it: [key], or a :class:`StepKey`'s [seed, layer, stream, rank] and its step tensor,
     which the kernels read (so a CUDA graph's replays each use their own step)."""
     return (key.parts(), key.step) if isinstance(key, StepKey) else ([key], None)
+
+
+def _shared_rounds(hq: HQSpec, hla: HLASpec) -> int:
+    """The finalisers a code's hash applies (:func:`hot.rounding.hash_rounds`), one for both quantisers of a call."""
+    if hla.rounding == "stochastic" and hq.hash != hla.hash:
+        raise ValueError(
+            f"the HQ and HLA specs of one layer backward must share their hash, got {hq.hash!r} and {hla.hash!r}"
+        )
+    return hash_rounds(hq.hash)
 
 
 def _shared_step(*steps: torch.Tensor | None) -> torch.Tensor | None:
@@ -256,7 +265,7 @@ class RealBackend:
         fp8 = self._fp8_codes(g.device, spec.bits, g.shape[-1])
         key, step = _key_arg(spec.key)
         codes, scale = self.ops.hq_quantize_grad_output(
-            g, spec.block, spec.bits, spec.granularity == "per_token", key, fp8, step
+            g, spec.block, spec.bits, spec.granularity == "per_token", key, fp8, step, hash_rounds(spec.hash)
         )
         return mark_4bit(codes) if spec.bits == 4 else codes, scale
 
@@ -353,6 +362,7 @@ class RealBackend:
             hla_key,
             column_sums,
             _shared_step(hq_step, hla_step),
+            _shared_rounds(hq, hla),
         )
         codes = mark_4bit(codes) if hq.bits == 4 else codes
         g_scale = g_scale.reshape(1, -1) if hla.granularity == "per_channel" else g_scale
@@ -443,6 +453,7 @@ class RealBackend:
             column_sums,
             gw_route,
             _shared_step(hq_step, hla_step),
+            _shared_rounds(hq, hla),
         )
         return g_x, g_w, sums if column_sums else None
 
@@ -495,7 +506,7 @@ class RealBackend:
         windows, rows, bits, stochastic, key, step = _hla_args(spec)
         per_channel = spec.granularity == "per_channel"
         codes_t, scale, sums = self.ops.hla_quantize(
-            x, windows, rows, bits, stochastic, per_channel, key, column_sums, step
+            x, windows, rows, bits, stochastic, per_channel, key, column_sums, step, hash_rounds(spec.hash)
         )
         return codes_t.t(), scale.reshape(1, -1) if per_channel else scale, sums if column_sums else None
 

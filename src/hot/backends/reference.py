@@ -30,7 +30,7 @@ class ReferenceBackend:
     def hq_quantize_grad_output(self, g_y: torch.Tensor, spec: HQSpec) -> tuple[torch.Tensor, torch.Tensor]:
         a = block_hadamard(g_y.float(), spec.block, dim=1)
         scale = absmax_scale(a, spec.bits, spec.granularity)
-        return quantize(a, scale, spec.bits, "stochastic", spec.key).to(torch.int8), scale
+        return quantize(a, scale, spec.bits, "stochastic", spec.key, spec.hash).to(torch.int8), scale
 
     def hq_quantize_weight(self, weight: torch.Tensor, spec: HQSpec) -> tuple[torch.Tensor, torch.Tensor]:
         b = block_hadamard(weight.float(), spec.block, dim=0)
@@ -51,7 +51,7 @@ class ReferenceBackend:
     def hla_quantize(self, t: torch.Tensor, spec: HLASpec) -> tuple[torch.Tensor, torch.Tensor]:
         p = hla_project(t.float(), spec.windows, spec.rank)
         scale = absmax_scale(p, spec.bits, spec.granularity)
-        return quantize(p, scale, spec.bits, spec.rounding, spec.key).to(torch.int8), scale
+        return quantize(p, scale, spec.bits, spec.rounding, spec.key, spec.hash).to(torch.int8), scale
 
     def hla_project(self, t: torch.Tensor, windows: HLAWindows, rank: int) -> torch.Tensor:
         return hla_project(t.float(), windows, rank)

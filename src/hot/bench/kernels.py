@@ -194,7 +194,7 @@ def stage_breakdown(backend: Any, out_f: int, in_f: int, length: int, reps: int,
     w = (torch.randn(out_f, in_f, device="cuda", generator=gen) * 0.02).bfloat16()
     specs = layer_specs(HOTConfig(), out_f, WINDOWS, Keys(0, 0, 0))
     hq, hla, hla_x = specs.grad_output, specs.grad_output_hla, specs.input_hla
-    hq_t = HQSpec(hq.block, hq.bits, "per_tensor", hq.key)
+    hq_t = HQSpec(hq.block, hq.bits, "per_tensor", hq.key, hq.hash)
     # The GEMMs' operands come from the separate quantisers; the fused one is timed below.
     a_codes, a_scale = backend.hq_quantize_grad_output(g_y, hq)
     g_codes, g_scale = backend.hla_quantize(g_y, hla)

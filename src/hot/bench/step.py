@@ -22,7 +22,8 @@ STEP_CLASSES = 100
 # *_compile: torch.compile's default mode; *_graphs: mode="reduce-overhead" (CUDA graphs, no per-kernel host
 # work). hot_nohead: HOT eager with the classifier left exact, as torchao_float8 leaves it. hot_recompute*: HOT with
 # recompute_inputs="all" (qkv, proj, fc1 and fc2 make their inputs' codes again in their backward, hot.recompute),
-# hot_recompute_act_graphs its "activations" (fc2 and proj only).
+# hot_recompute_act_graphs its "activations" (fc2 and proj only). *_fmix32_*: rounding_hash="fmix32" (one finaliser a
+# stochastic code, hot.rounding).
 STEP_VARIANTS = (
     "bf16",
     "bf16_compile",
@@ -35,6 +36,8 @@ STEP_VARIANTS = (
     "hot_recompute",
     "hot_recompute_graphs",
     "hot_recompute_act_graphs",
+    "hot_fmix32_graphs",
+    "hot_recompute_act_fmix32_graphs",
 )
 COMPILE_MODES = {"_compile": "default", "_graphs": "reduce-overhead"}
 
@@ -200,6 +203,8 @@ def step_variant(
         config = hot or HOTConfig(backend="real", abc=True, lqs=True, seed=seed)
         if "recompute" in variant:
             config = config.replace(recompute_inputs="activations" if "_act" in variant else "all")
+        if "_fmix32" in variant:
+            config = config.replace(rounding_hash="fmix32")
         converted = _convert_hot(net, config, keep_head=variant == "hot_nohead")
         lqs_ = config.lqs
     net = net.to(device).train()

@@ -61,6 +61,7 @@ from ..config import GEMMS, HOTConfig
 from ..hla import TokenGrid
 from ..methods import HOTMethod, create_method
 from ..results import environment, error_text, git_toplevel, git_tracked, write_json_atomic, write_status
+from ..rounding import HASHES
 from ._arguments import positive_int, split_list
 
 SECTIONS = ("layers", "kernels", "step", "equivalence", "stages", "sm90_gemm")
@@ -144,6 +145,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="HOTConfig.side_stream=False: a backward's g_w chain on the same stream as its g_x chain",
     )
     parser.add_argument(
+        "--rounding-hash",
+        default="fmix32x2",
+        choices=HASHES,
+        help="HOTConfig.rounding_hash: the spec's two finalisers a stochastic code, or one (the *_fmix32_* step "
+        "variants set it themselves)",
+    )
+    parser.add_argument(
         "--gemm",
         default="auto",
         choices=GEMMS,
@@ -160,6 +168,7 @@ def hot_config(args: argparse.Namespace) -> HOTConfig:
         gemm=args.gemm,
         fused_grad_output=args.fused_grad_output,
         side_stream=not args.single_stream,
+        rounding_hash=args.rounding_hash,
     )
 
 

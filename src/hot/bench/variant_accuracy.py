@@ -2,7 +2,7 @@
 the head and ``fc`` layers exact) under named variants of ``hot train`` settings, several seeds each, all at once on
 one GPU (twelve such runs share an H100 well: ``config/gpu.yaml``).
 
-    python -m hot.bench.variant_accuracy OUT.json [--seeds 3] [--epochs 6] NAME=[KEY=VALUE,...] ...
+    python -m hot.bench.variant_accuracy OUT.json [--seeds 3] [--first-seed 0] [--epochs 6] NAME=[KEY=VALUE,...] ...
     python -m hot.bench.variant_accuracy OUT.json spec= fmix32=hot.rounding_hash=fmix32
 
 The first variant is the reference. The result holds every run's final top-1, each variant's mean and sample
@@ -64,6 +64,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("variants", nargs="+", help="NAME=[KEY=VALUE,...]; the first is the reference")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
     parser.add_argument("--epochs", type=int, default=6)
     args = parser.parse_args(argv)
     variants = dict(parse_variant(v) for v in args.variants)
@@ -73,7 +74,7 @@ def main(argv: list[str]) -> None:
     procs = []
     started = time.perf_counter()
     for name, sets in variants.items():
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             out = work / f"{name}-s{seed}"
             command = [sys.executable, "-m", "hot.cli", "train", "--out", str(out), "--no-resume"]
             for s in [*RUN, f"epochs={args.epochs}", f"seed={seed}", *sets]:

@@ -595,15 +595,24 @@ at::Tensor scaled_e4m3_matmul(const at::Tensor& a, const at::Tensor& scale_a, co
                         std::nullopt, out_dtype, /*use_fast_accum=*/false);
 }
 
-at::Tensor fp8_matmul(const at::Tensor& a, const at::Tensor& row, const at::Tensor& b_t, const at::Tensor& col,
-                      int64_t block, at::ScalarType out_dtype) {
+// The g_x GEMM of HQ codes on the FP8 tensor cores with its scales as _scaled_mm takes them: tensor-wise where each
+// side's scale is one number (row, and col_over_block: one number or n equal ones, as W's quantiser writes them),
+// else a contiguous row vector (m, 1) and column vector (1, n). col_over_block: W's scale divided by the block.
+at::Tensor scaled_codes_matmul(const at::Tensor& a, const at::Tensor& row, const at::Tensor& b_t,
+                               const at::Tensor& col_over_block, bool tensor_wise, at::ScalarType out_dtype) {
   const int64_t m = a.size(0), n = b_t.size(0);
-  if (row.numel() == 1 && col.numel() == 1) {
-    return scaled_e4m3_matmul(a, row.reshape({}), b_t, (col * (1.0 / static_cast<double>(block))).reshape({}),
+  if (tensor_wise) {
+    return scaled_e4m3_matmul(a, row.reshape({}), b_t, col_over_block.reshape(-1).narrow(0, 0, 1).reshape({}),
                               out_dtype);
   }
   return scaled_e4m3_matmul(a, (row.numel() == m ? row : row.expand({m}).contiguous()).reshape({m, 1}), b_t,
-                            (col.expand({n}) * (1.0 / static_cast<double>(block))).reshape({1, n}), out_dtype);
+                            col_over_block.expand({n}).contiguous().reshape({1, n}), out_dtype);
+}
+
+at::Tensor fp8_matmul(const at::Tensor& a, const at::Tensor& row, const at::Tensor& b_t, const at::Tensor& col,
+                      int64_t block, at::ScalarType out_dtype) {
+  return scaled_codes_matmul(a, row, b_t, col.reshape(-1) * (1.0 / static_cast<double>(block)),
+                             row.numel() == 1 && col.numel() == 1, out_dtype);
 }
 
 // float32 (M, N) = (a · b_tᵀ) dequantised as `dequantize` does: a (M, K), b_t (N, K) int8 codes (e4m3 ones are
@@ -655,11 +664,8 @@ std::vector<at::Tensor> layer_gradients(
   const auto w = quantize_weight(aligned(weight), block, gx_bits, w_fp8, fp8_route);
   check_hq_matmul(hq[0], hq[1], w[0].t(), w[1], block);
   at::Tensor g_x;
-  if (fp8_route) {
-    const int64_t m = hq[0].size(0), n = w[0].size(0);
-    const bool tensor_wise = hq[1].numel() == 1;  // W's scale is one number: fp8_matmul's tensor-wise case
-    g_x = scaled_e4m3_matmul(hq[0], tensor_wise ? hq[1].reshape({}) : hq[1].reshape({m, 1}), w[0],
-                             tensor_wise ? w[2].narrow(0, 0, 1).reshape({}) : w[2].reshape({1, n}), gx_dtype);
+  if (fp8_route) {  // W's scale is one number, so g_y's decides: fp8_matmul's choice
+    g_x = scaled_codes_matmul(hq[0], hq[1], w[0], w[2], hq[1].numel() == 1, gx_dtype);
   } else {
     g_x = int_matmul(hq[0], w[0], hq[1], w[1], static_cast<double>(block), gx_route).to(gx_dtype);
   }

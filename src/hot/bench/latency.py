@@ -14,9 +14,9 @@ per sample) at the paper's L and at L × 128, one backward's two gradient GEMMs 
   as in a captured training step) Q8(P g_y), Q8(P x), the g_w GEMM and dequantisation; ``hot_bf16``
   the same from bf16 tensors; ``hot.<stage>`` each stage alone.
 
-Each variant is captured in a CUDA graph (launch gaps removed; eager timing where capture fails), warmed
+Each variant is captured once in a CUDA graph (launch gaps removed; eager timing where capture fails), warmed
 up, and replayed ``reps`` times, each replay timed with CUDA events; the median is reported
-(:func:`hot.bench.timing.time_us`) twice: ``<variant>_us`` with the host's launch of the graph inside the
+(:func:`hot.bench.timing.time_replays`) twice: ``<variant>_us`` with the host's launch of the graph inside the
 interval (a floor of one launch, about 18 µs on an H100 host, under every small layer), and
 ``<variant>_device_us`` with the launch hidden behind a busy-wait, the GPU's own time (``device_speedup_vs_*``
 its ratios). The command is :mod:`hot.commands.latency`.
@@ -33,7 +33,7 @@ import torch
 from ..config import HOTConfig
 from ..hla import HLAWindows, hla_windows
 from ..methods import Keys, LayerState, LBPWHTMethod, layer_specs
-from .timing import time_us
+from .timing import replayable, time_replays
 
 SCALES = (1, 128)
 BASELINES = ("fp32", "tf32", "bf16", "lbp_wht")
@@ -118,9 +118,10 @@ def measure_layer(
     modes: dict[str, str] = {}
 
     def record(name: str, fn: Callable[[], object]) -> None:
-        result[f"{name}_us"], modes[name] = time_us(fn, reps, warmup)
+        run, modes[name] = replayable(fn)  # one capture, timed with the launch and without it
+        result[f"{name}_us"] = time_replays(run, reps, warmup)
         # eager timing (capture failed) can hold launch gaps longer than the busy-wait: the mode says so
-        result[f"{name}_device_us"], modes[f"{name}_device"] = time_us(fn, reps, warmup, hide_launch=True)
+        result[f"{name}_device_us"] = time_replays(run, reps, warmup, hide_launch=True)
 
     tf32 = torch.backends.cuda.matmul.allow_tf32
     try:

@@ -13,20 +13,12 @@ import torch
 HIDE_LAUNCH_CYCLES = 400_000
 
 
-def time_us(fn: Callable[[], object], reps: int, warmup: int, hide_launch: bool = False) -> tuple[float, str]:
-    """Median microseconds of one call, from a replayed CUDA graph (or eager calls where capture fails).
-
-    Each replay is timed alone between two CUDA events on an idle stream, so the time includes the host's launch
-    of the graph: on a small layer that launch, not the kernels, sets the number (the same ≈ 18 µs for every
-    cuBLAS call on one H100 host). With ``hide_launch`` the GPU first spins (``torch.cuda._sleep``) while the
-    host queues the replay behind it, as triton's ``do_bench`` hides launches behind its cache flush: the time is
-    then the GPU's, from the first kernel's start to the last one's end, as a queued training step sees it.
-    """
-    for _ in range(3):  # compile/handle creation before capture
+def replayable(fn: Callable[[], object]) -> tuple[Callable[[], object], str]:
+    """``fn`` as something to time: a CUDA graph's replay of it ("graph"), or ``fn`` itself where capture fails
+    ("eager"). ``fn`` runs a few times first (compilation, handle creation before capture)."""
+    for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    run: Callable[[], object] = fn
-    mode = "graph"
     try:
         graph = torch.cuda.CUDAGraph()
         stream = torch.cuda.Stream()
@@ -36,9 +28,18 @@ def time_us(fn: Callable[[], object], reps: int, warmup: int, hide_launch: bool 
             with torch.cuda.graph(graph, stream=stream):
                 fn()
         torch.cuda.current_stream().wait_stream(stream)
-        run = graph.replay
     except RuntimeError:
-        mode = "eager"
+        return fn, "eager"
+    return graph.replay, "graph"
+
+
+def time_replays(run: Callable[[], object], reps: int, warmup: int, hide_launch: bool = False) -> float:
+    """Median microseconds of one call of ``run`` (:func:`replayable`'s), each call timed alone between two CUDA
+    events on an idle stream, so the time includes the host's launch of the graph: on a small layer that launch,
+    not the kernels, sets the number (the same ≈ 18 µs for every cuBLAS call on one H100 host). With
+    ``hide_launch`` the GPU first spins (``torch.cuda._sleep``) while the host queues the call behind it, as
+    triton's ``do_bench`` hides launches behind its cache flush: the time is then the GPU's, from the first kernel's
+    start to the last one's end, as a queued training step sees it."""
     for _ in range(warmup):
         run()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
@@ -50,7 +51,14 @@ def time_us(fn: Callable[[], object], reps: int, warmup: int, hide_launch: bool 
         run()
         end.record()
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)) * 1e3, mode
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)) * 1e3
+
+
+def time_us(fn: Callable[[], object], reps: int, warmup: int, hide_launch: bool = False) -> tuple[float, str]:
+    """Median microseconds of one call of ``fn`` from a replayed CUDA graph (or eager calls where capture fails), and
+    which of the two ran: :func:`replayable`, then :func:`time_replays`."""
+    run, mode = replayable(fn)
+    return time_replays(run, reps, warmup, hide_launch), mode
 
 
 def tensor_bytes(*tensors: torch.Tensor) -> int:

@@ -24,6 +24,15 @@ def test_the_summary_is_each_variants_mean_and_spread_and_the_difference_with_it
     diff = summary["b"]["minus_a"]
     assert diff["diff_pp"] == 0.0 and math.isclose(diff["standard_error_pp"], ((4 + 3) / 3) ** 0.5)
     assert summarise({"a": [80.0], "b": [81.0]})["b"]["minus_a"] == {"diff_pp": 1.0, "standard_error_pp": None}
+    paired = summarise({"a": [80.0], "b": [81.0], "c": [90.0], "d": [92.0]}, {"d": "c"})
+    assert paired["b"]["minus_a"]["diff_pp"] == 1.0 and paired["d"]["minus_c"]["diff_pp"] == 2.0
+    assert "minus_a" not in paired["c"] and "minus_a" not in paired["d"]  # a reference is compared with nothing
+
+
+def test_against_must_name_variants(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "x.json"), "a=", "b=", "--against", "b=z"])
+    assert "--against names no variant ['z']" in capsys.readouterr().err
 
 
 def test_two_variants_train_side_by_side_and_report_every_run(tmp_path):

@@ -2,10 +2,12 @@
 the head and ``fc`` layers exact) under named variants of ``hot train`` settings, several seeds each, all at once on
 one GPU (twelve such runs share an H100 well: ``config/gpu.yaml``).
 
-    python -m hot.bench.variant_accuracy OUT.json [--seeds 3] [--first-seed 0] [--epochs 6] NAME=[KEY=VALUE,...] ...
+    python -m hot.bench.variant_accuracy OUT.json [--seeds 3] [--first-seed 0] [--epochs 6] [--against NAME=REF ...]
+                                         NAME=[KEY=VALUE,...] ...
     python -m hot.bench.variant_accuracy OUT.json spec= fmix32=hot.rounding_hash=fmix32
 
-The first variant is the reference. The result holds every run's final top-1, each variant's mean and sample
+Each variant is compared with the first one, or with the variant ``--against`` names for it (a ResNet variant with
+the ResNet reference, say). The result holds every run's final top-1, each variant's mean and sample
 standard deviation over its seeds, and each other variant's difference of means from the reference with the
 standard error of that difference: an option counts as keeping accuracy where the difference lies within about
 two standard errors, and the seed spread says how large a difference these runs could see at all. Each run's own
@@ -38,16 +40,21 @@ def parse_variant(text: str) -> tuple[str, list[str]]:
     return name, [s for s in sets.split(",") if s]
 
 
-def summarise(runs: dict[str, list[float]]) -> dict[str, Any]:
-    """Each variant's mean and sample standard deviation of top-1 over its seeds, and each later variant's difference
-    of means from the first with the standard error of that difference."""
+def summarise(runs: dict[str, list[float]], against: dict[str, str] | None = None) -> dict[str, Any]:
+    """Each variant's mean and sample standard deviation of top-1 over its seeds, and each other variant's difference
+    of means from its reference (``against[name]``, else the first variant) with the standard error of that
+    difference; a reference is compared with nothing."""
     names = list(runs)
+    against = {name: (against or {}).get(name, names[0]) for name in names}
+    references = set(against.values())
     summary: dict[str, Any] = {}
     for name in names:
         top1 = runs[name]
         summary[name] = {"mean": statistics.fmean(top1), "std": statistics.stdev(top1) if len(top1) > 1 else None}
-    ref = names[0]
-    for name in names[1:]:
+    for name in names:
+        ref = against[name]
+        if name in references:
+            continue
         diff = summary[name]["mean"] - summary[ref]["mean"]
         stds = (summary[name]["std"], summary[ref]["std"])
         se = None
@@ -66,10 +73,15 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
     parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--against", action="append", default=[], metavar="NAME=REF", help="compare NAME with REF")
     args = parser.parse_args(argv)
     variants = dict(parse_variant(v) for v in args.variants)
     if len(variants) < 2 or args.seeds < 1:
         parser.error("give at least two variants and one seed")
+    against = dict(pair.partition("=")[::2] for pair in args.against)
+    unknown = sorted({n for pair in against.items() for n in pair} - set(variants))
+    if unknown:
+        parser.error(f"--against names no variant {unknown}; the variants: {sorted(variants)}")
     work = args.out.with_name(args.out.stem + "_runs")  # each run's directory (metrics.json, model.pt)
     procs = []
     started = time.perf_counter()
@@ -103,11 +115,12 @@ def main(argv: list[str]) -> None:
         "what": "final top-1 (%) of the gpu preset's tiny-ViT HOT run on full Fashion-MNIST under each variant",
         "settings": [*RUN, f"epochs={args.epochs}"],
         "variants": {name: sets for name, sets in variants.items()},
+        "against": against,
         "seeds": args.seeds,
         "concurrent_runs": len(procs),
         "wall_s": time.perf_counter() - started,
         "runs": records,
-        "summary": summarise(finished) if len(finished) == len(variants) else None,
+        "summary": summarise(finished, against) if len(finished) == len(variants) else None,
     }
     write_json_atomic(args.out, result)
     print(json.dumps(result["summary"], indent=1), flush=True)

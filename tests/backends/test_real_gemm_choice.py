@@ -83,3 +83,23 @@ def test_the_g_w_route_on_hopper_takes_cublaslt_where_k_is_a_multiple_of_8_but_n
     """The sm_90a GEMM pads K to 16; where K is a multiple of 8 (and cuBLASLt takes the shape) cuBLASLt runs it
     unpadded."""
     assert backend_on((9, 0), "13.0", sm90=True)._gw_route(torch.device("cuda", 0), o, r, i) == route
+
+
+def test_composed_ops_take_one_hash_so_specs_with_two_run_the_quantisers_one_by_one(monkeypatch) -> None:
+    """The fused g_y quantiser and the one-call backward take one hash for both quantisers: specs whose stochastic
+    HLA rounding draws with another hash than HQ's take neither (the quantisers run one by one, each with its own),
+    rather than one of them drawing with the other's hash."""
+    from hot.backends import HLASpec, HQSpec
+    from hot.hla import hla_windows
+
+    monkeypatch.setattr(real, "load_ops", lambda: types.SimpleNamespace())
+    fused = real.RealBackend(fused_grad_output=True)
+    g = torch.zeros(32, 64)
+    windows = hla_windows(16, "paper")
+    hq = HQSpec(16, 4, "per_token", 1, "fmix32")
+    same = HLASpec(windows, 8, 8, "stochastic", "per_tensor", 2, "fmix32")
+    other = HLASpec(windows, 8, 8, "stochastic", "per_tensor", 2, "fmix32x2")
+    nearest = HLASpec(windows, 8, 8, "nearest", "per_tensor", None, "fmix32x2")
+    assert fused.fuses_grad_output(g, hq, same) and fused.fuses_grad_output(g, hq, nearest)
+    assert not fused.fuses_grad_output(g, hq, other)
+    assert real._one_hash(hq, same) and real._one_hash(hq, nearest) and not real._one_hash(hq, other)

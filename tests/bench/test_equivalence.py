@@ -30,3 +30,23 @@ def test_code_mismatches_counts_every_code_of_the_three_quantisers() -> None:
     found = equivalence.code_mismatches("cpu", 2 * 50, 32, 16, 50, backends=("fake", "fake"))
     rows = 2 * 4 * 8  # two samples of 50 positions: 4 blocks of 16, 8 kept rows each
     assert found == {"hq_grad_output": 0, "hla_grad_output": 0, "hla_input": 0, "elements": 100 * 32 + rows * (32 + 16)}
+
+
+def test_code_mismatches_compare_both_backends_under_the_hash_asked_for(monkeypatch) -> None:
+    """The hash reaches both backends' configs and the specs: the fake backend against itself agrees under either
+    hash, and each backend's config is built with it."""
+    from hot.bench import equivalence as eq
+
+    made = []
+    real_config = eq._config
+
+    def recorded(backend, seed, options, rounding_hash):
+        made.append(rounding_hash)
+        return real_config(backend, seed, options, rounding_hash)
+
+    monkeypatch.setattr(eq, "_config", recorded)
+    found = eq.code_mismatches("cpu", 2 * 50, 32, 16, 50, backends=("fake", "fake"), rounding_hash="fmix32")
+    assert made == ["fmix32", "fmix32"]
+    assert {k: v for k, v in found.items() if k != "elements"} == {
+        "hq_grad_output": 0, "hla_grad_output": 0, "hla_input": 0
+    }  # fmt: skip

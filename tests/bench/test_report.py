@@ -170,3 +170,13 @@ def test_previous_run_is_the_newest_tracked_run_on_the_same_gpu(tmp_path: Path) 
     assert report.previous_run(tmp_path, gpu, newer, tracked)[0] == newer
     assert report.previous_run(tmp_path, "NVIDIA H200", current, None) is None
     assert report.previous_run(tmp_path, gpu, current, set()) is None
+
+
+def test_settings_that_differ_make_runs_incomparable_and_an_unrecorded_hash_is_the_spec() -> None:
+    old = {"settings": {"batch": 128, "gemm": "auto"}}  # written before rounding_hash was recorded
+    assert (
+        report.settings_differences(old, {"settings": {"batch": 128, "gemm": "auto", "rounding_hash": "fmix32x2"}})
+        == {}
+    )
+    new = {"settings": {"batch": 64, "gemm": "auto", "rounding_hash": "fmix32"}}
+    assert report.settings_differences(old, new) == {"batch": (128, 64), "rounding_hash": ("fmix32x2", "fmix32")}

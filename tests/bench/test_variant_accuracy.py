@@ -12,6 +12,10 @@ def test_a_variant_is_a_name_and_its_settings():
         "fmix32",
         ["hot.rounding_hash=fmix32", "epochs=2"],
     )
+    assert parse_variant("b=exclude=[head, fc],hot.rounding_hash=fmix32") == (
+        "b",
+        ["exclude=[head, fc]", "hot.rounding_hash=fmix32"],
+    )
     for bad in ("spec", "=epochs=2"):
         with pytest.raises(ValueError, match="NAME="):
             parse_variant(bad)

@@ -138,17 +138,18 @@ def test_hash_uniform_kernel_is_the_reference_uniform(numel: int, key: int, hash
     assert torch.equal(made.cpu(), rounding.uniform((numel,), key, hash=hash))
 
 
-def test_uniform_on_cuda_equals_the_cpu_numbers_with_and_without_the_kernel(monkeypatch) -> None:
+@pytest.mark.parametrize("hash", ["fmix32x2", "fmix32"])
+def test_uniform_on_cuda_equals_the_cpu_numbers_with_and_without_the_kernel(monkeypatch, hash: str) -> None:
     import hot.backends
     from hot import rounding
     from hot.backends.real import hash_uniform_built
 
     assert hot.backends.real_available() and hash_uniform_built()  # so the first call below takes the kernel
     key = hash_key(1, 2, 3, Stream.DROPOUT)
-    cpu = rounding.uniform((33, 517), key)
-    assert torch.equal(rounding.uniform((33, 517), key, CUDA).cpu(), cpu)  # the kernel
+    cpu = rounding.uniform((33, 517), key, hash=hash)
+    assert torch.equal(rounding.uniform((33, 517), key, CUDA, hash).cpu(), cpu)  # the kernel
     monkeypatch.setattr(hot.backends, "device_uniform", lambda *args: None)
-    assert torch.equal(rounding.uniform((33, 517), key, CUDA).cpu(), cpu)  # torch's int64 passes
+    assert torch.equal(rounding.uniform((33, 517), key, CUDA, hash).cpu(), cpu)  # torch's int64 passes
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])

@@ -132,13 +132,10 @@ def _key_arg(key: int | StepKey) -> tuple[list[int], torch.Tensor | None]:
     return (key.parts(), key.step) if isinstance(key, StepKey) else ([key], None)
 
 
-def _shared_rounds(hq: HQSpec, hla: HLASpec) -> int:
-    """The finalisers a code's hash applies (:func:`hot.rounding.hash_rounds`), one for both quantisers of a call."""
-    if hla.rounding == "stochastic" and hq.hash != hla.hash:
-        raise ValueError(
-            f"the HQ and HLA specs of one layer backward must share their hash, got {hq.hash!r} and {hla.hash!r}"
-        )
-    return hash_rounds(hq.hash)
+def _one_hash(hq: HQSpec, hla: HLASpec) -> bool:
+    """Whether one hash serves both quantisers of a call (the composed ops take one): equal hashes, or an HLA spec
+    that rounds to nearest. HOTConfig makes such specs; others run the quantisers one by one."""
+    return hla.rounding != "stochastic" or hq.hash == hla.hash
 
 
 def _shared_step(*steps: torch.Tensor | None) -> torch.Tensor | None:
@@ -330,6 +327,7 @@ class RealBackend:
             and hq.granularity in ("per_token", "per_tensor")
             and hla.windows.block == 16
             and hla.granularity in ("per_tensor", "per_channel")
+            and _one_hash(hq, hla)
         )
 
     def quantize_grad_output(
@@ -362,7 +360,7 @@ class RealBackend:
             hla_key,
             column_sums,
             _shared_step(hq_step, hla_step),
-            _shared_rounds(hq, hla),
+            hash_rounds(hq.hash),  # the HLA spec's too: fuses_grad_output checks
         )
         codes = mark_4bit(codes) if hq.bits == 4 else codes
         g_scale = g_scale.reshape(1, -1) if hla.granularity == "per_channel" else g_scale
@@ -453,7 +451,7 @@ class RealBackend:
             column_sums,
             gw_route,
             _shared_step(hq_step, hla_step),
-            _shared_rounds(hq, hla),
+            hash_rounds(hq.hash),  # the HLA spec's too: _one_call_gx_route checks
         )
         return g_x, g_w, sums if column_sums else None
 
@@ -473,6 +471,7 @@ class RealBackend:
             and hla.granularity != "per_token"
             and not self.fuses_grad_output(g_y, hq, hla)
             and not (self.side_stream and torch.cuda.is_current_stream_capturing())
+            and _one_hash(hq, hla)
         ):
             return None
         route = self._gx_route(g_y.device, hq.bits == 4, g_y.shape[0], weight.shape[1])

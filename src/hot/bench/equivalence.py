@@ -29,9 +29,11 @@ NOT_ZERO = (
 )
 
 
-def _config(backend: str, seed: int, real_options: dict[str, Any] | None) -> HOTConfig:
-    """HOT + ABC on ``backend``; ``real_options`` are the real backend's (``gemm``, ``fused_grad_output``)."""
-    return HOTConfig(backend=backend, abc=True, seed=seed, **(real_options or {} if backend == "real" else {}))
+def _config(backend: str, seed: int, real_options: dict[str, Any] | None, rounding_hash: str) -> HOTConfig:
+    """HOT + ABC on ``backend`` with ``rounding_hash`` (both backends draw the same numbers); ``real_options`` are the
+    real backend's (``gemm``, ``fused_grad_output``)."""
+    options = real_options or {} if backend == "real" else {}
+    return HOTConfig(backend=backend, abc=True, seed=seed, rounding_hash=rounding_hash, **options)
 
 
 def relative_differences(reference: Sequence[float], other: Sequence[float]) -> list[float]:
@@ -51,13 +53,14 @@ def equivalence(
     lr: float = 1e-3,
     model_name: str = "vit_tiny_fmnist",
     real_options: dict[str, Any] | None = None,
+    rounding_hash: str = "fmix32x2",
 ) -> dict[str, Any]:
     """Train one tiny ViT twice, with ``backends[0]`` and ``backends[1]`` (HOT + ABC), from the same weights on the
     same batches in float32, and compare the losses step by step and the held-out accuracy.
 
     Each class is a fixed random image under unit Gaussian noise (:data:`PROTOTYPE_WEIGHT`), so about 20 steps
     learn it and the held-out accuracy compares two learnt models, not noise. ``real_options`` (``gemm``,
-    ``fused_grad_output``) apply to the ``real`` backend.
+    ``fused_grad_output``) apply to the ``real`` backend, ``rounding_hash`` to both.
     """
     from ..convert import convert
     from ..train.models import create_model
@@ -80,7 +83,7 @@ def equivalence(
     for backend in backends:
         net = create_model(model_name, 10, 1)
         net.load_state_dict(initial)
-        convert(net, _config(backend, seed, real_options))
+        convert(net, _config(backend, seed, real_options, rounding_hash))
         net.to(device).train()
         optimizer = torch.optim.AdamW(net.parameters(), lr=lr)
         losses = []
@@ -100,7 +103,7 @@ def equivalence(
         "steps": steps,
         "batch": batch,
         "optimizer": f"AdamW(lr={lr}), float32, no autocast",
-        "hot_config": "HOTConfig(abc=True)",
+        "hot_config": f"HOTConfig(abc=True, rounding_hash={rounding_hash!r})",
         "runs": runs,
         "rel_loss_diffs": diffs,
         "max_rel_loss_diff": worst,
@@ -124,20 +127,21 @@ def code_mismatches(
     backends: tuple[str, str] = ("fake", "real"),
     grid: TokenGrid | None = None,
     real_options: dict[str, Any] | None = None,
+    rounding_hash: str = "fmix32x2",
 ) -> dict[str, int]:
     """Codes of two backends on the same random g_y and x: elements that differ, per quantiser. ``fake`` runs on the
     CPU (the reference's bits: on CUDA torch divides by a scalar through its reciprocal), any other on ``device``."""
     gen = torch.Generator().manual_seed(seed)
     g_y = torch.randn(length, out_f, generator=gen)
     x = torch.randn(length, in_f, generator=gen)
-    config = HOTConfig(abc=True, seed=seed)
+    config = HOTConfig(abc=True, seed=seed, rounding_hash=rounding_hash)
     keys = Keys(seed, 0, 0)
     windows = hla_windows(tokens, config.hla_blocking, grid)
     specs = layer_specs(config, out_f, windows, keys)
     codes = []
     for name in backends:
         where = "cpu" if name == "fake" else device
-        backend_config = _config(name, seed, real_options)
+        backend_config = _config(name, seed, real_options, rounding_hash)
         backend = create_backend(backend_config)
         q = backend.quantize_grad_output(g_y.to(where), specs.grad_output, specs.grad_output_hla)
         a, g = q.hq_codes, q.hla_codes

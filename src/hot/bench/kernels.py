@@ -183,7 +183,9 @@ def _rate(amount: float, us: float | None) -> float | None:
     return None if us is None else amount / us
 
 
-def stage_breakdown(backend: Any, out_f: int, in_f: int, length: int, reps: int, warmup: int) -> dict[str, Any]:
+def stage_breakdown(
+    backend: Any, out_f: int, in_f: int, length: int, reps: int, warmup: int, rounding_hash: str = "fmix32x2"
+) -> dict[str, Any]:
     """The pieces of the real backend's backward one by one at a ViT-B layer's shape (L = ``length``, bf16):
     the fused g_y quantiser against the two separate ones, each quantiser, the weight quantiser, the two GEMMs as
     the backend calls them, the raw cuBLAS GEMMs (bf16, FP8 ``_scaled_mm``, INT8 ``_int_mm``) and a copy of g_y;
@@ -192,7 +194,7 @@ def stage_breakdown(backend: Any, out_f: int, in_f: int, length: int, reps: int,
     g_y = torch.randn(length, out_f, device="cuda", generator=gen).bfloat16()
     x = torch.randn(length, in_f, device="cuda", generator=gen).bfloat16()
     w = (torch.randn(out_f, in_f, device="cuda", generator=gen) * 0.02).bfloat16()
-    specs = layer_specs(HOTConfig(), out_f, WINDOWS, Keys(0, 0, 0))
+    specs = layer_specs(HOTConfig(rounding_hash=rounding_hash), out_f, WINDOWS, Keys(0, 0, 0))
     hq, hla, hla_x = specs.grad_output, specs.grad_output_hla, specs.input_hla
     hq_t = HQSpec(hq.block, hq.bits, "per_tensor", hq.key, hq.hash)
     # The GEMMs' operands come from the separate quantisers; the fused one is timed below.

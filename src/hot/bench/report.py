@@ -22,7 +22,18 @@ STEP_BASELINE = "bf16_compile"
 STEP_SPEEDUP_TARGET = 1.15  # bf16_compile step time / HOT step time
 STEP_MEMORY_TARGET = 0.7  # HOT peak memory / bf16_compile peak memory
 REGRESSION_THRESHOLD = 0.10  # a metric worse than the last committed run's by more than this fraction is flagged
-COMPARED_SETTINGS = ("batch", "steps", "warmup_steps", "seed", "gemm", "fused_grad_output", "single_stream")
+COMPARED_SETTINGS = (
+    "batch",
+    "steps",
+    "warmup_steps",
+    "seed",
+    "gemm",
+    "fused_grad_output",
+    "single_stream",
+    "rounding_hash",
+)
+# What a run recorded before its setting existed ran with: the setting's value then.
+SETTINGS_BEFORE_RECORDED = {"rounding_hash": "fmix32x2"}
 
 
 # A variant whose middle 80% of step times spans more than this fraction of its median is reported unsteady: its
@@ -224,7 +235,7 @@ def previous_run(
 
 def settings_differences(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """The settings that make two runs' numbers incomparable, where they differ: name -> (old, new)."""
-    a, b = old.get("settings", {}), new.get("settings", {})
+    a, b = ({**SETTINGS_BEFORE_RECORDED, **run.get("settings", {})} for run in (old, new))
     return {k: (a.get(k), b.get(k)) for k in COMPARED_SETTINGS if a.get(k) != b.get(k)}
 
 

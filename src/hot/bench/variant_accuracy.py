@@ -33,11 +33,18 @@ RUN = ["model=vit_tiny_fmnist", "dataset=fashion_mnist", "data_dir=resources", "
 
 
 def parse_variant(text: str) -> tuple[str, list[str]]:
-    """``NAME=KEY=VALUE,KEY=VALUE`` (or ``NAME=`` for the settings as they are) -> (name, [KEY=VALUE, ...])."""
+    """``NAME=KEY=VALUE,KEY=VALUE`` (or ``NAME=`` for the settings as they are) -> (name, [KEY=VALUE, ...]); a comma
+    inside brackets belongs to its value (``exclude=[head, fc]``)."""
     name, sep, sets = text.partition("=")
     if not sep or not name:
         raise ValueError(f"a variant is NAME=[KEY=VALUE,...], got {text!r}")
-    return name, [s for s in sets.split(",") if s]
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(sets + ","):
+        depth += {"[": 1, "{": 1, "]": -1, "}": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(sets[start:i].strip())
+            start = i + 1
+    return name, [p for p in parts if p]
 
 
 def summarise(runs: dict[str, list[float]], against: dict[str, str] | None = None) -> dict[str, Any]:

@@ -257,12 +257,15 @@ def _equivalence(args: argparse.Namespace, payload: dict[str, Any], save: Callab
             "fused_grad_output": args.fused_grad_output,
             "side_stream": not args.single_stream,
         }
-        result = equivalence("cuda", args.equiv_steps, args.equiv_batch, seed=args.seed, real_options=options)
+        hash_ = args.rounding_hash
+        result = equivalence(
+            "cuda", args.equiv_steps, args.equiv_batch, seed=args.seed, real_options=options, rounding_hash=hash_
+        )
         # Tells a code difference from an accumulation-order one: the real backend's codes against the CPU
         # reference's, which must all agree. Shapes: vit_tiny_fmnist's fc1.
         grid = TokenGrid(prefix=1, height=7, width=7)
         result["code_mismatches"] = code_mismatches(
-            "cuda", args.equiv_batch * 50, 128, 64, 50, args.seed, grid=grid, real_options=options
+            "cuda", args.equiv_batch * 50, 128, 64, 50, args.seed, grid=grid, real_options=options, rounding_hash=hash_
         )
         result["passed"] = result["passed"] and not any(
             v for k, v in result["code_mismatches"].items() if k != "elements"
@@ -283,7 +286,13 @@ def _kernel_breakdown(args: argparse.Namespace, payload: dict[str, Any], save: C
         for name in VIT_B_LAYERS:
             try:
                 payload["stages"][name] = stage_breakdown(
-                    backend, int(rows[name]["O"]), int(rows[name]["I"]), args.batch * TOKENS, args.reps, args.warmup
+                    backend,
+                    int(rows[name]["O"]),
+                    int(rows[name]["I"]),
+                    args.batch * TOKENS,
+                    args.reps,
+                    args.warmup,
+                    args.rounding_hash,
                 )
             except Exception as err:  # one layer failing must not lose the others
                 payload["stages"][name] = {"error": error_text(err)}

@@ -33,10 +33,14 @@ def test_the_summary_is_each_variants_mean_and_spread_and_the_difference_with_it
     assert "minus_a" not in paired["c"] and "minus_a" not in paired["d"]  # a reference is compared with nothing
 
 
-def test_against_must_name_variants(tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        main([str(tmp_path / "x.json"), "a=", "b=", "--against", "b=z"])
-    assert "--against names no variant ['z']" in capsys.readouterr().err
+def test_bad_arguments_stop_with_what_is_wrong(tmp_path):
+    out = str(tmp_path / "x.json")
+    with pytest.raises(SystemExit, match=r"--against names no variant \['z'\]"):
+        main([out, "a=", "b=", "--against", "b=z"])
+    with pytest.raises(SystemExit, match="--seeds takes a non-negative integer, got 'x'"):
+        main([out, "a=", "b=", "--seeds", "x"])
+    with pytest.raises(SystemExit, match="at least two variants"):
+        main([out, "a="])
 
 
 def test_two_variants_train_side_by_side_and_report_every_run(tmp_path):

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from ..results import environment, write_json_atomic
@@ -71,24 +72,51 @@ def summarise(runs: dict[str, list[float]], against: dict[str, str] | None = Non
     return summary
 
 
-def main(argv: list[str]) -> None:
-    import argparse
+USAGE = (
+    "usage: python -m hot.bench.variant_accuracy OUT.json [--seeds N] [--first-seed N] [--epochs N] "
+    "[--against NAME=REF ...] NAME=[KEY=VALUE,...] NAME=[KEY=VALUE,...] ..."
+)
 
-    parser = argparse.ArgumentParser(prog="python -m hot.bench.variant_accuracy", description=__doc__.split("\n")[0])
-    parser.add_argument("out", type=Path)
-    parser.add_argument("variants", nargs="+", help="NAME=[KEY=VALUE,...]; the first is the reference")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
-    parser.add_argument("--epochs", type=int, default=6)
-    parser.add_argument("--against", action="append", default=[], metavar="NAME=REF", help="compare NAME with REF")
-    args = parser.parse_args(argv)
-    variants = dict(parse_variant(v) for v in args.variants)
-    if len(variants) < 2 or args.seeds < 1:
-        parser.error("give at least two variants and one seed")
-    against = dict(pair.partition("=")[::2] for pair in args.against)
+
+def parse_arguments(argv: list[str]) -> SimpleNamespace:
+    """OUT, the variants and the options of :data:`USAGE` (a plain loop: argument parsing proper is hot.commands')."""
+    numbers = {"--seeds": 3, "--first-seed": 0, "--epochs": 6}
+    against: dict[str, str] = {}
+    positional: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg in numbers or arg == "--against":
+            value = next(args, None)
+            if value is None:
+                raise SystemExit(f"{arg} needs a value\n{USAGE}")
+            if arg == "--against":
+                name, _, ref = value.partition("=")
+                against[name] = ref
+            elif value.isdigit():
+                numbers[arg] = int(value)
+            else:
+                raise SystemExit(f"{arg} takes a non-negative integer, got {value!r}\n{USAGE}")
+        else:
+            positional.append(arg)
+    if len(positional) < 3 or numbers["--seeds"] < 1:
+        raise SystemExit(f"give OUT.json, at least two variants and one seed\n{USAGE}")
+    variants = dict(parse_variant(v) for v in positional[1:])
     unknown = sorted({n for pair in against.items() for n in pair} - set(variants))
     if unknown:
-        parser.error(f"--against names no variant {unknown}; the variants: {sorted(variants)}")
+        raise SystemExit(f"--against names no variant {unknown}; the variants: {sorted(variants)}")
+    return SimpleNamespace(
+        out=Path(positional[0]),
+        variants=variants,
+        against=against,
+        seeds=numbers["--seeds"],
+        first_seed=numbers["--first-seed"],
+        epochs=numbers["--epochs"],
+    )
+
+
+def main(argv: list[str]) -> None:
+    args = parse_arguments(argv)
+    variants, against = args.variants, args.against
     work = args.out.with_name(args.out.stem + "_runs")  # each run's directory (metrics.json, model.pt)
     procs = []
     started = time.perf_counter()

@@ -11,7 +11,7 @@ from typing import Any
 from .hadamard import is_power_of_two
 from .hla import BLOCKINGS, HLA_BLOCK
 from .quant import ROUNDINGS, SUPPORTED_BITS
-from .rounding import HASHES
+from .rounding import HASHES, SPEC_HASH
 
 METHODS = ("fp", "hot", "int4", "luq", "lbp_wht", "hla_filter", "grad_dropout")
 # auto: the real backend for tensors on a CUDA device where the hot-kernels extension loads, else fake (per call).
@@ -84,7 +84,7 @@ class HOTConfig:
     gx_granularity: str = "per_token"
     gw_granularity: str = "per_tensor"
     gy_rounding: str = "stochastic"
-    rounding_hash: str = "fmix32x2"
+    rounding_hash: str = SPEC_HASH
     keep_ratio: float = 0.5
     seed: int = 0
     backend: str = "auto"
@@ -108,7 +108,7 @@ class HOTConfig:
         check_one_of("gw_granularity", self.gw_granularity, GW_GRANULARITIES)
         check_one_of("gy_rounding", self.gy_rounding, ROUNDINGS)
         check_one_of("rounding_hash", self.rounding_hash, HASHES)
-        if self.rounding_hash != "fmix32x2" and self.method != "hot":
+        if self.rounding_hash != SPEC_HASH and self.method != "hot":
             raise ValueError(
                 f"rounding_hash applies to method 'hot' only (baselines draw with the spec's hash), "
                 f"got method={self.method!r}"

@@ -74,7 +74,7 @@ def quantize(
     bits: int,
     rounding_mode: str = "nearest",
     key: int | rounding.StepKey | None = None,
-    hash: str = "fmix32x2",
+    hash: str = rounding.SPEC_HASH,
 ) -> torch.Tensor:
     """Integer codes (in float32) of ``t`` at ``scale``, clamped to ±qmax.
 

@@ -41,7 +41,8 @@ import torch
 import torch.distributed as dist
 
 MASK32 = 0xFFFFFFFF
-HASHES = ("fmix32x2", "fmix32")  # the per-number hash: the spec's two finalisers, or one
+SPEC_HASH = "fmix32x2"  # the spec's per-number hash, two finalisers: the default
+HASHES = (SPEC_HASH, "fmix32")  # the per-number hashes: the spec's, or one finaliser
 FMIX_C1 = 0x85EBCA6B
 FMIX_C2 = 0xC2B2AE35
 
@@ -150,7 +151,7 @@ def hash_rounds(hash: str) -> int:
     """How many finalisers ``hash`` (one of :data:`HASHES`) applies to a number's index: 2 or 1."""
     if hash not in HASHES:
         raise ValueError(f"rounding_hash must be one of {list(HASHES)}, got {hash!r}")
-    return 2 if hash == "fmix32x2" else 1
+    return 2 if hash == SPEC_HASH else 1
 
 
 def _fmix32_numpy(h: np.ndarray) -> np.ndarray:
@@ -167,7 +168,7 @@ def uniform(
     shape: torch.Size | tuple[int, ...],
     key: int | StepKey,
     device: torch.device | str = "cpu",
-    hash: str = "fmix32x2",
+    hash: str = SPEC_HASH,
 ) -> torch.Tensor:
     """float32 uniforms in [0, 1) for every element of a tensor of ``shape`` (row-major indices), drawn by ``hash``
     (:data:`HASHES`). A :class:`StepKey` on a GPU is read there by the hot-kernels extension's kernel, without a copy

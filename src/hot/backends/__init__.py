@@ -28,7 +28,7 @@ import torch
 from ..config import HOTConfig
 from ..hla import HLA_BLOCK, HLAWindows
 from ..quant import GRANULARITIES, ROUNDINGS, SUPPORTED_BITS
-from ..rounding import HASHES, StepKey
+from ..rounding import HASHES, SPEC_HASH, StepKey
 
 _MASK32 = 0xFFFFFFFF
 
@@ -62,7 +62,7 @@ class HQSpec:
     bits: int
     granularity: str = "per_token"
     key: int | StepKey = 0
-    hash: str = "fmix32x2"  # hot.rounding.HASHES: how a code's uniform is drawn from key and index
+    hash: str = SPEC_HASH  # hot.rounding.HASHES: how a code's uniform is drawn from key and index
 
     def __post_init__(self) -> None:
         if isinstance(self.block, bool) or not isinstance(self.block, int) or self.block < 1:
@@ -86,7 +86,7 @@ class HLASpec:
     rounding: str
     granularity: str
     key: int | StepKey | None = None
-    hash: str = "fmix32x2"  # hot.rounding.HASHES, for stochastic rounding
+    hash: str = SPEC_HASH  # hot.rounding.HASHES, for stochastic rounding
 
     def __post_init__(self) -> None:
         if not isinstance(self.windows, HLAWindows):
@@ -260,7 +260,7 @@ def real_available() -> bool:
     return True
 
 
-def device_uniform(numel: int, key: int | StepKey, device: torch.device, hash: str = "fmix32x2") -> torch.Tensor | None:
+def device_uniform(numel: int, key: int | StepKey, device: torch.device, hash: str = SPEC_HASH) -> torch.Tensor | None:
     """:func:`hot.rounding.uniform`'s numbers (flat, float32) made on a CUDA ``device`` by the hot-kernels extension
     in one kernel, or None where ``device`` is not CUDA or the loaded extension has no such kernel (not built, or
     built before it existed): the caller then computes the same numbers with torch ops."""

@@ -46,7 +46,7 @@ import torch
 
 from ..config import GEMMS
 from ..hla import HLAWindows, lp_l1_rows, projected_rows
-from ..rounding import StepKey, hash_rounds
+from ..rounding import SPEC_HASH, StepKey, hash_rounds
 from . import (
     GradientFrom,
     HLASpec,
@@ -97,7 +97,7 @@ def hash_uniform_built() -> bool:
     return hasattr(load_ops(), "hash_uniform")
 
 
-def hash_uniform(numel: int, key: int | StepKey, device: torch.device, hash: str = "fmix32x2") -> torch.Tensor:
+def hash_uniform(numel: int, key: int | StepKey, device: torch.device, hash: str = SPEC_HASH) -> torch.Tensor:
     """:func:`hot.rounding.uniform`'s numbers for ``numel`` row-major indices under ``key`` and ``hash``: float32 on
     the CUDA ``device``, from one kernel (the kernels' ``hash_uniform``, the same function bit for bit; a StepKey's
     step read there, with no copy to the host)."""

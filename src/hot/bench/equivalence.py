@@ -14,6 +14,7 @@ from ..backends import create_backend
 from ..config import HOTConfig
 from ..hla import TokenGrid, hla_windows
 from ..methods import Keys, create_method, layer_specs
+from ..rounding import SPEC_HASH
 from .step import train_step
 
 PROTOTYPE_WEIGHT = 1.0  # class signal against unit noise: learnt in about 20 steps, not at once
@@ -53,7 +54,7 @@ def equivalence(
     lr: float = 1e-3,
     model_name: str = "vit_tiny_fmnist",
     real_options: dict[str, Any] | None = None,
-    rounding_hash: str = "fmix32x2",
+    rounding_hash: str = SPEC_HASH,
 ) -> dict[str, Any]:
     """Train one tiny ViT twice, with ``backends[0]`` and ``backends[1]`` (HOT + ABC), from the same weights on the
     same batches in float32, and compare the losses step by step and the held-out accuracy.
@@ -127,7 +128,7 @@ def code_mismatches(
     backends: tuple[str, str] = ("fake", "real"),
     grid: TokenGrid | None = None,
     real_options: dict[str, Any] | None = None,
-    rounding_hash: str = "fmix32x2",
+    rounding_hash: str = SPEC_HASH,
 ) -> dict[str, int]:
     """Codes of two backends on the same random g_y and x: elements that differ, per quantiser. ``fake`` runs on the
     CPU (the reference's bits: on CUDA torch divides by a scalar through its reciprocal), any other on ``device``."""

@@ -12,6 +12,7 @@ from ..backends import HLASpec, HQSpec
 from ..config import HOTConfig
 from ..hla import TokenGrid, hla_windows, projected_rows
 from ..methods import HOTMethod, Keys, LayerState, layer_specs
+from ..rounding import SPEC_HASH
 from .report import BANDWIDTH_TARGET, layer_verdict
 from .timing import bandwidth, gemm_rates, tensor_bytes, time_us
 
@@ -184,7 +185,7 @@ def _rate(amount: float, us: float | None) -> float | None:
 
 
 def stage_breakdown(
-    backend: Any, out_f: int, in_f: int, length: int, reps: int, warmup: int, rounding_hash: str = "fmix32x2"
+    backend: Any, out_f: int, in_f: int, length: int, reps: int, warmup: int, rounding_hash: str = SPEC_HASH
 ) -> dict[str, Any]:
     """The pieces of the real backend's backward one by one at a ViT-B layer's shape (L = ``length``, bf16):
     the fused g_y quantiser against the two separate ones, each quantiser, the weight quantiser, the two GEMMs as

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..rounding import SPEC_HASH
+
 LAYER_TARGETS = {"qkv": 1.6, "proj": 1.2, "fc1": 1.6, "fc2": 1.6}  # bf16_us / hot_backward_us
 BANDWIDTH_TARGET = 0.8  # fraction of copy bandwidth for the memory-bound quantisers
 STEP_BASELINE = "bf16_compile"
@@ -33,7 +35,7 @@ COMPARED_SETTINGS = (
     "rounding_hash",
 )
 # What a run recorded before its setting existed ran with: the setting's value then.
-SETTINGS_BEFORE_RECORDED = {"rounding_hash": "fmix32x2"}
+SETTINGS_BEFORE_RECORDED = {"rounding_hash": SPEC_HASH}
 
 
 # A variant whose middle 80% of step times spans more than this fraction of its median is reported unsteady: its

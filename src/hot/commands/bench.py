@@ -61,7 +61,7 @@ from ..config import GEMMS, HOTConfig
 from ..hla import TokenGrid
 from ..methods import HOTMethod, create_method
 from ..results import environment, error_text, git_toplevel, git_tracked, write_json_atomic, write_status
-from ..rounding import HASHES
+from ..rounding import HASHES, SPEC_HASH
 from ._arguments import positive_int, split_list
 
 SECTIONS = ("layers", "kernels", "step", "equivalence", "stages", "sm90_gemm")
@@ -146,7 +146,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--rounding-hash",
-        default="fmix32x2",
+        default=SPEC_HASH,
         choices=HASHES,
         help="HOTConfig.rounding_hash: the spec's two finalisers a stochastic code, or one (the *_fmix32_* step "
         "variants set it themselves)",

@@ -231,14 +231,16 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int6
   auto opts = t.options();
   auto codes_t = at::empty({t.size(1), hla.proj_rows}, opts.dtype(at::kChar));
   auto scale = per_channel ? at::empty({t.size(1)}, opts.dtype(at::kFloat)) : at::empty({}, opts.dtype(at::kFloat));
-  auto amax = zeroed_scratch(per_channel ? t.size(1) : 1, opts);
+  const hot::HlaScratch scratch =
+      hot::hla_quantize_scratch(type, t.size(0), t.size(1), hla.windows, hla.rank(), per_channel, stochastic);
+  auto amax = scratch.zeroed ? zeroed_scratch(scratch.words, opts) : at::empty({scratch.words}, opts.dtype(at::kInt));
   auto sums = at::empty({column_sums ? t.size(1) : 0}, opts.dtype(at::kFloat));
   auto partials = at::empty({column_sums ? hot::hla_column_partial_rows(t.size(0), hla.windows) : 0, t.size(1)},
                             opts.dtype(at::kFloat));
   const hot::ColumnSums sums_out{column_sums ? partials.data_ptr<float>() : nullptr,
                                  column_sums ? sums.data_ptr<float>() : nullptr};
   hot::hla_quantize(t.data_ptr(), type, t.size(0), t.size(1), hla.windows, hla.kept.data(), hla.rank(), qmax,
-                    per_channel, stochastic, hash, codes_t.data_ptr<int8_t>(), scale.data_ptr<float>(),
+                    per_channel, stochastic, hash, codes_t.data_ptr<int8_t>(), scale.data_ptr<float>(), scratch,
                     reinterpret_cast<uint32_t*>(amax.data_ptr<int32_t>()), sums_out,
                     c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -689,6 +691,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("hq_quantize_grad_output", &hq_quantize_grad_output);
   m.def("hq_quantize_weight", &hq_quantize_weight);
   m.def("hla_quantize", &hla_quantize);
+  m.def("set_one_launch_quantisers", &hot::set_one_launch_quantisers);
   m.def("hla_project", &hla_project);
   m.def("hla_unproject", &hla_unproject);
   m.def("quantize_grad_output", &quantize_grad_output);

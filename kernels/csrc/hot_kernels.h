@@ -60,12 +60,24 @@ int64_t hla_column_partial_rows(int64_t length, const HlaWindows& windows);
 
 // Q(P t) along the token axis: t (L x C) in samples of windows.tokens rows, kept rows `rows[0..rank)` of H_16.
 // codes_t: int8 (C x R) row-major, R = samples*windows*rank window rows, then samples*prefix prefix rows.
-// per_channel: scale (C), else scale[0]. stochastic needs key. amax_bits: C (or 1) zeroed uint32.
-// Needs windows.tokens * channels < 2^31 (a unit's rows at 32-bit offsets; the bindings check it), here and in
+// per_channel: scale (C), else scale[0]. stochastic needs key. amax_bits: the scratch hla_quantize_scratch asks
+// for. Needs windows.tokens * channels < 2^31 (a unit's rows at 32-bit offsets; the bindings check it), here and in
 // quantize_grad_output.
+// A tensor whose tiles all fit on the GPU at once takes one cooperative launch (a grid-wide barrier between the
+// amax and the codes), else an amax pass and a code pass; the codes are the same bits.
+struct HlaScratch {
+  int64_t words;  // uint32 words of amax_bits
+  bool zeroed;    // the two-pass path's amax accumulators (C or 1), zeroed; else one word a CTA, not
+};
+HlaScratch hla_quantize_scratch(InType type, int64_t length, int64_t channels, const HlaWindows& windows, int rank,
+                                bool per_channel, bool stochastic);
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
                   const int* rows, int rank, int qmax, bool per_channel, bool stochastic, HashKey key, int8_t* codes_t,
-                  float* scale, uint32_t* amax_bits, const ColumnSums& sums, cudaStream_t stream);
+                  float* scale, const HlaScratch& scratch, uint32_t* amax_bits, const ColumnSums& sums,
+                  cudaStream_t stream);
+// Whether quantisers may take their one-launch path where it fits (default on): off, every call takes the
+// multi-kernel path, for A/B tests and timings in one process.
+void set_one_launch_quantisers(bool enabled);
 
 // LBP-WHT's projection in floating point: P t (float32 R x C, row-major, rows as hla_quantize's codes_t columns),
 // and its transpose Pᵀ p / 16 back at the windows' positions with prefix rows / 4 (float32 L x C, p: R x C).

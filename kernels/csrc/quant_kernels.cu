@@ -7,8 +7,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
+#include <cooperative_groups.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <tuple>
 #include <type_traits>
 
 namespace hot {
@@ -311,12 +315,13 @@ __device__ __forceinline__ void load_column_block(const T* w, int64_t in_cols, i
 // Pass 1: per-block partial sums of b^2 and |b| (double: exact products, tiny rounding) and max |b|.
 // A fixed grid and a fixed tree make the result deterministic.
 template <typename T, int N>
-__global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t in_cols, double* partials) {
+__device__ __forceinline__ void sawb_partials_of(const T* __restrict__ w, int64_t groups, int64_t in_cols,
+                                                 double* partials) {
   double s2 = 0.0, s1 = 0.0;
   float amax = 0.0f;
   const int64_t work = groups * in_cols;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < work;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+       i += static_cast<int64_t>(kSawbBlocks) * blockDim.x) {  // CTAs 0..kSawbBlocks: the partials' fixed grid
     float v[N];
     load_column_block<T, N>(w, in_cols, i / in_cols, i % in_cols, v);
     butterfly<N>(v);
@@ -357,10 +362,10 @@ __global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t i
 // the L2 latency hundreds of times), and three threads fold the three components at once, each in index order with
 // the functions the CPU test checks against the reference (quant_scalar.cuh): every CTA gets the same bits.
 template <typename T, int N>
-__global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t in_cols,
-                                const double* __restrict__ partials, bool sawb4, int qmax, bool fp8,
-                                int8_t* __restrict__ codes_t, float* __restrict__ scale,
-                                float* __restrict__ column_scales) {
+__device__ __forceinline__ void weight_quantize_of(const T* __restrict__ w, int64_t groups, int64_t in_cols,
+                                                   const double* partials, bool sawb4, int qmax, bool fp8,
+                                                   int8_t* __restrict__ codes_t, float* __restrict__ scale,
+                                                   float* __restrict__ column_scales) {
   static_assert(3 * kSawbBlocks % kThreads == 0, "the partials are staged in whole rounds of the block");
   __shared__ double staged[3 * kSawbBlocks];
   __shared__ double sums[2];
@@ -394,9 +399,83 @@ __global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t
 }
 
 template <typename T, int N>
+__global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t in_cols, double* partials) {
+  sawb_partials_of<T, N>(w, groups, in_cols, partials);
+}
+
+template <typename T, int N>
+__global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t in_cols,
+                                const double* __restrict__ partials, bool sawb4, int qmax, bool fp8,
+                                int8_t* __restrict__ codes_t, float* __restrict__ scale,
+                                float* __restrict__ column_scales) {
+  weight_quantize_of<T, N>(w, groups, in_cols, partials, sawb4, qmax, fp8, codes_t, scale, column_scales);
+}
+
+// Both passes in one cooperative launch, a grid-wide barrier between them: its first kSawbBlocks CTAs make the
+// same partials (the same grid and tree), then all quantise (round to nearest: which CTA quantises an element
+// changes no bit). One launch fewer on every layer's g_x chain.
+template <typename T, int N>
+__global__ void weight_quantize_one_launch(const T* __restrict__ w, int64_t groups, int64_t in_cols,
+                                           double* partials, bool sawb4, int qmax, bool fp8,
+                                           int8_t* __restrict__ codes_t, float* __restrict__ scale,
+                                           float* __restrict__ column_scales) {
+  if (blockIdx.x < kSawbBlocks) sawb_partials_of<T, N>(w, groups, in_cols, partials);  // block-uniform
+  cooperative_groups::this_grid().sync();  // a fence too: every CTA's partials are visible
+  weight_quantize_of<T, N>(w, groups, in_cols, partials, sawb4, qmax, fp8, codes_t, scale, column_scales);
+}
+
+constexpr int kMaxDevices = 64;
+std::atomic<bool> one_launch_enabled{true};
+
+// How many CTAs of `kernel` (`threads` threads, static shared memory) the current device holds at once, 0 where it
+// takes no cooperative launch: found once a device and kernel.
+template <typename Kernel>
+int64_t resident_ctas(Kernel kernel, int threads) {
+  static std::atomic<int64_t> known[kMaxDevices];  // the count + 1, 0 until found
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  const int64_t k = known[device].load(std::memory_order_relaxed);
+  if (k > 0) return k - 1;
+  int cooperative = 0, sms = 0, per_sm = 0;
+  if (cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  const int64_t ctas = cooperative != 0 ? static_cast<int64_t>(sms) * per_sm : 0;
+  known[device].store(ctas + 1, std::memory_order_relaxed);
+  return ctas;
+}
+
+// A cooperative launch; an error is left for the caller's launch check (cudaGetLastError), as a <<<>>> launch's is.
+template <typename... Params, typename... Args>
+void launch_cooperative(void (*kernel)(Params...), unsigned ctas, int threads, cudaStream_t stream, Args... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "one argument a parameter");
+  std::tuple<Params...> values{static_cast<Params>(args)...};
+  void* pointers[sizeof...(Params)];
+  std::apply([&](auto&... v) {
+    int i = 0;
+    ((pointers[i++] = static_cast<void*>(&v)), ...);
+  }, values);
+  (void)cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(ctas), dim3(threads), pointers, 0,
+                                    stream);
+}
+
+template <typename T, int N>
 void launch_weight(const T* w, int64_t out_rows, int64_t in_cols, int qmax, bool sawb4, bool fp8, int8_t* codes_t,
                    float* scale, float* column_scales, double* partials, cudaStream_t stream) {
   const int64_t groups = out_rows / N;
+  const int64_t resident = resident_ctas(weight_quantize_one_launch<T, N>, kThreads);
+  if (one_launch_enabled.load(std::memory_order_relaxed) && resident >= kSawbBlocks) {
+    const int64_t ctas = std::max<int64_t>(kSawbBlocks, std::min<int64_t>(grid_for(groups * in_cols), resident));
+    launch_cooperative(weight_quantize_one_launch<T, N>, static_cast<unsigned>(ctas), kThreads, stream, w, groups,
+                       in_cols, partials, sawb4, qmax, fp8, codes_t, scale, column_scales);
+    return;
+  }
   sawb_partials<T, N><<<kSawbBlocks, kThreads, 0, stream>>>(w, groups, in_cols, partials);
   weight_quantize<T, N><<<grid_for(groups * in_cols), kThreads, 0, stream>>>(w, groups, in_cols, partials, sawb4,
                                                                              qmax, fp8, codes_t, scale,
@@ -739,6 +818,66 @@ __global__ void __launch_bounds__(kHlaThreads)
   }
 }
 
+// The quantiser in one launch, where every tile of t fits on the GPU at once (a cooperative launch keeps all CTAs
+// resident): each CTA transforms its tile once, parks the kept rows as hla_quantize_kernel does and takes the tile's
+// amax (and column partials) as hla_amax does, publishes its amax in block_amax[blockIdx.x], and after a grid-wide
+// barrier reads the tensor's amax from all the CTAs' (a max: the same bits in any order). One launch and one read
+// of t in place of a memset, hla_amax's read and a second launch: the fixed cost that bounds a small layer.
+// Per-tensor scale only.
+template <typename T, int Vec, bool Stochastic>
+__global__ void __launch_bounds__(kHlaThreads)
+    hla_quantize_one_launch(const T* __restrict__ t, HlaShape sh, HlaRows rows, int qmax, HashKey hash,
+                            uint32_t* __restrict__ block_amax, int8_t* __restrict__ codes_t, float* __restrict__ scale,
+                            ColumnSums sums) {
+  __shared__ __align__(16) float tile[HlaTile<Vec>::kFloats];
+  __shared__ uint32_t tensor_amax;
+  const Dither key = Stochastic ? resolve_key(hash) : Dither{0u, 2u};
+  float m = 0.0f;
+  float unit_sum[Vec] = {};
+  {
+    int64_t sb, c;
+    hla_unit(sh, Vec, sb, c);
+    if (sb >= 0) {
+      float v[Vec][kHla];
+      hla_load<T, Vec>(t, sh, sb, c, v);
+      const bool prefix = sb >= sh.window_units;
+#pragma unroll
+      for (int i = 0; i < Vec; ++i) {
+        unit_sum[i] = prefix ? __fmul_rn(v[i][0], 0.25f) : v[i][0];
+#pragma unroll
+        for (int k = 0; k < kHla; ++k) {
+          if (rows.mask >> k & 1u) m = amax_of(m, fabsf(v[i][k]));
+        }
+      }
+      hla_park<Vec>(tile, rows, v);
+    }
+  }
+  if (sums.partials != nullptr) hla_tile_column_sums<Vec>(sh, unit_sum, sums.partials);
+  m = block_max(m);
+  if (threadIdx.x == 0) block_amax[blockIdx.x] = __float_as_uint(m);
+  cooperative_groups::this_grid().sync();  // a fence too: every CTA's amax and column partials are visible
+  float a = 0.0f;
+  for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) a = amax_of(a, __uint_as_float(__ldcg(block_amax + b)));
+  a = block_max(a);
+  if (threadIdx.x == 0) tensor_amax = __float_as_uint(a);
+  __syncthreads();
+  hla_store<Vec, Stochastic>(tile, sh, qmax, false, key, &tensor_amax, codes_t, scale);
+  if (sums.out != nullptr && blockIdx.x < sh.tiles_c) {  // block-uniform: tile_b = 0
+    __syncthreads();  // the tile is read by hla_store until here
+    const int64_t tiles_b = (sh.sblocks + kTileBlocks - 1) / kTileBlocks;
+    column_sums_of<HlaTile<Vec>::kCols>(sums.partials, tiles_b, sh.channels, blockIdx.x * HlaTile<Vec>::kCols, tile,
+                                        sums.out);
+  }
+}
+
+// Whether hla_quantize runs hla_quantize_one_launch for t's shape (per-tensor scale, every tile resident).
+template <typename T, int Vec>
+bool hla_takes_one_launch(unsigned tiles, bool per_channel, bool stochastic) {
+  if (per_channel || !one_launch_enabled.load(std::memory_order_relaxed)) return false;
+  return tiles <= (stochastic ? resident_ctas(hla_quantize_one_launch<T, Vec, true>, kHlaThreads)
+                              : resident_ctas(hla_quantize_one_launch<T, Vec, false>, kHlaThreads));
+}
+
 constexpr int kSumCols = 32;  // column_sums_finish: columns per block
 
 // The column sums of the fused g_y quantiser's statistics pass, 32 columns a block.
@@ -757,10 +896,21 @@ void launch_column_sums_finish(const ColumnSums& sums, int64_t tiles, int64_t ch
 
 template <typename T, int Vec>
 void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool per_channel, bool stochastic,
-                    HashKey key, int8_t* codes_t, float* scale, uint32_t* amax_bits, const ColumnSums& sums,
-                    cudaStream_t stream) {
+                    HashKey key, int8_t* codes_t, float* scale, uint32_t* amax_bits, bool one_launch,
+                    const ColumnSums& sums, cudaStream_t stream) {
   sh.tiles_c = (sh.channels + HlaTile<Vec>::kCols - 1) / HlaTile<Vec>::kCols;
   const int64_t tiles_b = (sh.sblocks + kTileBlocks - 1) / kTileBlocks, tiles = sh.tiles_c * tiles_b;
+  if (one_launch) {
+    const auto ctas = static_cast<unsigned>(tiles);
+    if (stochastic) {
+      launch_cooperative(hla_quantize_one_launch<T, Vec, true>, ctas, kHlaThreads, stream, t, sh, rows, qmax, key,
+                         amax_bits, codes_t, scale, sums);
+    } else {
+      launch_cooperative(hla_quantize_one_launch<T, Vec, false>, ctas, kHlaThreads, stream, t, sh, rows, qmax, key,
+                         amax_bits, codes_t, scale, sums);
+    }
+    return;
+  }
   hla_amax<T, Vec><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(t, sh, rows.mask, per_channel,
                                                                             amax_bits, sums.partials);
   if (stochastic) {
@@ -774,13 +924,15 @@ void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool
 
 template <typename T>
 void launch_hla(const T* t, const HlaShape& sh, const HlaRows& rows, int qmax, bool per_channel, bool stochastic,
-                HashKey key, int8_t* codes_t, float* scale, uint32_t* amax_bits, const ColumnSums& sums,
-                cudaStream_t stream) {
+                HashKey key, int8_t* codes_t, float* scale, uint32_t* amax_bits, bool one_launch,
+                const ColumnSums& sums, cudaStream_t stream) {
   // Vector loads need every row start aligned to 4 elements.
   if (sh.channels % 4 == 0) {
-    launch_hla_vec<T, 4>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums, stream);
+    launch_hla_vec<T, 4>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, one_launch, sums,
+                         stream);
   } else {
-    launch_hla_vec<T, 1>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums, stream);
+    launch_hla_vec<T, 1>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, one_launch, sums,
+                         stream);
   }
 }
 
@@ -1192,13 +1344,32 @@ int64_t hla_column_partial_rows(int64_t length, const HlaWindows& windows) {
   return (hla_shape(length, 1, windows, 1).sblocks + kTileBlocks - 1) / kTileBlocks;
 }
 
+HlaScratch hla_quantize_scratch(InType type, int64_t length, int64_t channels, const HlaWindows& windows, int rank,
+                                bool per_channel, bool stochastic) {
+  HlaShape sh = hla_shape(length, channels, windows, rank);
+  const bool vec4 = channels % 4 == 0;
+  const unsigned tiles = vec4 ? hla_tiles<4>(sh) : hla_tiles<1>(sh);
+  bool one_launch = false;
+  with_input_type(static_cast<const void*>(nullptr), type, [&](auto p) {
+    using T = element_of<decltype(p)>;
+    one_launch = vec4 ? hla_takes_one_launch<T, 4>(tiles, per_channel, stochastic)
+                      : hla_takes_one_launch<T, 1>(tiles, per_channel, stochastic);
+  });
+  if (one_launch) return {static_cast<int64_t>(tiles), false};
+  return {per_channel ? channels : 1, true};
+}
+
+void set_one_launch_quantisers(bool enabled) { one_launch_enabled.store(enabled, std::memory_order_relaxed); }
+
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
                   const int* rows, int rank, int qmax, bool per_channel, bool stochastic, HashKey key, int8_t* codes_t,
-                  float* scale, uint32_t* amax_bits, const ColumnSums& sums, cudaStream_t stream) {
+                  float* scale, const HlaScratch& scratch, uint32_t* amax_bits, const ColumnSums& sums,
+                  cudaStream_t stream) {
   const HlaRows kept = hla_rows(rows, rank);
   const HlaShape sh = hla_shape(length, channels, windows, rank);
   with_input_type(t, type, [&](auto p) {
-    launch_hla(p, sh, kept, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, sums, stream);
+    launch_hla(p, sh, kept, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, !scratch.zeroed, sums,
+               stream);
   });
 }
 

@@ -4,6 +4,7 @@ real-quant layers equal to fake-quant ones, ragged shapes, and clear errors on b
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import pytest
 import torch
@@ -308,6 +309,88 @@ def test_grad_output_bytes_counts_two_reads(kernel_backend) -> None:
     proj_rows = 4 * 13 * 8
     want = 2 * g_y.numel() * 2 + g_y.numel() + proj_rows * 768 + 4 * (197 * 4 + 768)
     assert _fused(kernel_backend).grad_output_bytes(g_y, hq, hla) == want
+
+
+def _one_launch_set(backend: RealBackend, enabled: bool, fn):
+    """fn() with the quantisers' one-launch paths on or off (restored to on after)."""
+    backend.ops.set_one_launch_quantisers(enabled)
+    try:
+        return fn()
+    finally:
+        backend.ops.set_one_launch_quantisers(True)
+
+
+def _cuda_kernels(fn) -> list[str]:
+    """The names of the CUDA kernels fn() launches."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.key for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def _launches(names: list[str], part: str) -> bool:
+    return any(part in n for n in names)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rounding", ["stochastic", "nearest"])
+@pytest.mark.parametrize(
+    ("windows", "samples", "channels", "rank"),
+    [*HLA_CASES, (_spatial(1, 14, 14), 8, 768, 8), (_paper(16), 3, 7, 8)],
+    ids=str,
+)
+def test_one_launch_hla_equals_the_two_passes(kernel_backend, dtype, rounding, windows, samples, channels, rank):
+    """A tensor whose tiles all fit on the GPU takes one cooperative launch (no amax pass): the two-pass path's codes,
+    scale and column sums, bit for bit."""
+    t = _randn(windows.tokens * samples, channels, seed=3 * channels + samples, dtype=dtype).to(CUDA)
+    key = hash_key(4, 5, 6, Stream.GW_GRAD_OUTPUT) if rounding == "stochastic" else None
+    spec = HLASpec(windows, rank, 8, rounding, "per_tensor", key)
+
+    def run():
+        return kernel_backend._hla_quantize(t, spec, column_sums=True)
+
+    one = _cuda_kernels(run)
+    two = _one_launch_set(kernel_backend, False, lambda: _cuda_kernels(run))
+    assert _launches(one, "hla_quantize_one_launch") and not _launches(one, "hla_amax")
+    assert _launches(two, "hla_amax") and not _launches(two, "one_launch")
+    got, want = run(), _one_launch_set(kernel_backend, False, run)
+    _assert_codes(got[0], want[0].cpu().float())
+    for g, w in zip(got[1:], want[1:], strict=True):
+        _assert_bits(g, w.cpu())
+
+
+def test_hla_too_large_to_be_resident_takes_two_passes(kernel_backend) -> None:
+    """8192 tiles are more than any GPU holds at once: the amax pass and the code pass; so does a per-channel scale
+    (its amax is one a column)."""
+    t = torch.ones(16 * 4096, 1024, device=CUDA, dtype=torch.bfloat16)
+    spec = HLASpec(_paper(16), 8, 8, "stochastic", "per_tensor", hash_key(1, 2, 3, Stream.GW_GRAD_OUTPUT))
+    big = _cuda_kernels(lambda: kernel_backend.hla_quantize(t, spec))
+    assert _launches(big, "hla_amax") and not _launches(big, "one_launch")
+    small = t[: 16 * 8]
+    per_channel = _cuda_kernels(lambda: kernel_backend.hla_quantize(small, replace(spec, granularity="per_channel")))
+    assert _launches(per_channel, "hla_amax") and not _launches(per_channel, "one_launch")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("out_f", "in_f"), [(64, 256), (768, 3072), (3072, 768), (48, 40), (2304, 768)])
+def test_one_launch_weight_quantiser_equals_the_two_passes(kernel_backend, dtype, out_f, in_f) -> None:
+    """W's SAWB partials and codes in one cooperative launch: the two kernels' scale and codes, bit for bit."""
+    w = (_randn(out_f, in_f, seed=out_f * 7 + in_f, dtype=dtype) * 0.05).to(CUDA)
+    spec = HQSpec(largest_block(out_f, 16), 4)
+
+    def run():
+        return kernel_backend.hq_quantize_weight(w, spec)
+
+    one = _cuda_kernels(run)
+    two = _one_launch_set(kernel_backend, False, lambda: _cuda_kernels(run))
+    assert _launches(one, "weight_quantize_one_launch") and not _launches(one, "sawb_partials")
+    assert _launches(two, "sawb_partials") and not _launches(two, "one_launch")
+    (codes, scale), (want_codes, want_scale) = run(), _one_launch_set(kernel_backend, False, run)
+    _assert_codes(codes, want_codes.cpu().float())
+    _assert_bits(scale, want_scale.cpu())
 
 
 def test_hla_official_blocking_falls_back_exactly(kernel_backend) -> None:

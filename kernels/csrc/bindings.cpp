@@ -691,7 +691,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("hq_quantize_grad_output", &hq_quantize_grad_output);
   m.def("hq_quantize_weight", &hq_quantize_weight);
   m.def("hla_quantize", &hla_quantize);
-  m.def("set_one_launch_quantisers", &hot::set_one_launch_quantisers);
+  m.def("set_hla_one_launch", &hot::set_hla_one_launch);
   m.def("hla_project", &hla_project);
   m.def("hla_unproject", &hla_unproject);
   m.def("quantize_grad_output", &quantize_grad_output);

@@ -75,9 +75,9 @@ void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, 
                   const int* rows, int rank, int qmax, bool per_channel, bool stochastic, HashKey key, int8_t* codes_t,
                   float* scale, const HlaScratch& scratch, uint32_t* amax_bits, const ColumnSums& sums,
                   cudaStream_t stream);
-// Whether quantisers may take their one-launch path where it fits (default on): off, every call takes the
-// multi-kernel path, for A/B tests and timings in one process.
-void set_one_launch_quantisers(bool enabled);
+// Whether hla_quantize may take its one-launch path where it fits (default on): off, every call takes the two
+// passes, for A/B tests and timings in one process.
+void set_hla_one_launch(bool enabled);
 
 // LBP-WHT's projection in floating point: P t (float32 R x C, row-major, rows as hla_quantize's codes_t columns),
 // and its transpose Pᵀ p / 16 back at the windows' positions with prefix rows / 4 (float32 L x C, p: R x C).

@@ -9,7 +9,6 @@
 #include <cuda_fp8.h>
 #include <cooperative_groups.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <tuple>
@@ -315,13 +314,12 @@ __device__ __forceinline__ void load_column_block(const T* w, int64_t in_cols, i
 // Pass 1: per-block partial sums of b^2 and |b| (double: exact products, tiny rounding) and max |b|.
 // A fixed grid and a fixed tree make the result deterministic.
 template <typename T, int N>
-__device__ __forceinline__ void sawb_partials_of(const T* __restrict__ w, int64_t groups, int64_t in_cols,
-                                                 double* partials) {
+__global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t in_cols, double* partials) {
   double s2 = 0.0, s1 = 0.0;
   float amax = 0.0f;
   const int64_t work = groups * in_cols;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < work;
-       i += static_cast<int64_t>(kSawbBlocks) * blockDim.x) {  // CTAs 0..kSawbBlocks: the partials' fixed grid
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float v[N];
     load_column_block<T, N>(w, in_cols, i / in_cols, i % in_cols, v);
     butterfly<N>(v);
@@ -362,10 +360,10 @@ __device__ __forceinline__ void sawb_partials_of(const T* __restrict__ w, int64_
 // the L2 latency hundreds of times), and three threads fold the three components at once, each in index order with
 // the functions the CPU test checks against the reference (quant_scalar.cuh): every CTA gets the same bits.
 template <typename T, int N>
-__device__ __forceinline__ void weight_quantize_of(const T* __restrict__ w, int64_t groups, int64_t in_cols,
-                                                   const double* partials, bool sawb4, int qmax, bool fp8,
-                                                   int8_t* __restrict__ codes_t, float* __restrict__ scale,
-                                                   float* __restrict__ column_scales) {
+__global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t in_cols,
+                                const double* __restrict__ partials, bool sawb4, int qmax, bool fp8,
+                                int8_t* __restrict__ codes_t, float* __restrict__ scale,
+                                float* __restrict__ column_scales) {
   static_assert(3 * kSawbBlocks % kThreads == 0, "the partials are staged in whole rounds of the block");
   __shared__ double staged[3 * kSawbBlocks];
   __shared__ double sums[2];
@@ -399,83 +397,9 @@ __device__ __forceinline__ void weight_quantize_of(const T* __restrict__ w, int6
 }
 
 template <typename T, int N>
-__global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t in_cols, double* partials) {
-  sawb_partials_of<T, N>(w, groups, in_cols, partials);
-}
-
-template <typename T, int N>
-__global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t in_cols,
-                                const double* __restrict__ partials, bool sawb4, int qmax, bool fp8,
-                                int8_t* __restrict__ codes_t, float* __restrict__ scale,
-                                float* __restrict__ column_scales) {
-  weight_quantize_of<T, N>(w, groups, in_cols, partials, sawb4, qmax, fp8, codes_t, scale, column_scales);
-}
-
-// Both passes in one cooperative launch, a grid-wide barrier between them: its first kSawbBlocks CTAs make the
-// same partials (the same grid and tree), then all quantise (round to nearest: which CTA quantises an element
-// changes no bit). One launch fewer on every layer's g_x chain.
-template <typename T, int N>
-__global__ void weight_quantize_one_launch(const T* __restrict__ w, int64_t groups, int64_t in_cols,
-                                           double* partials, bool sawb4, int qmax, bool fp8,
-                                           int8_t* __restrict__ codes_t, float* __restrict__ scale,
-                                           float* __restrict__ column_scales) {
-  if (blockIdx.x < kSawbBlocks) sawb_partials_of<T, N>(w, groups, in_cols, partials);  // block-uniform
-  cooperative_groups::this_grid().sync();  // a fence too: every CTA's partials are visible
-  weight_quantize_of<T, N>(w, groups, in_cols, partials, sawb4, qmax, fp8, codes_t, scale, column_scales);
-}
-
-constexpr int kMaxDevices = 64;
-std::atomic<bool> one_launch_enabled{true};
-
-// How many CTAs of `kernel` (`threads` threads, static shared memory) the current device holds at once, 0 where it
-// takes no cooperative launch: found once a device and kernel.
-template <typename Kernel>
-int64_t resident_ctas(Kernel kernel, int threads) {
-  static std::atomic<int64_t> known[kMaxDevices];  // the count + 1, 0 until found
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  const int64_t k = known[device].load(std::memory_order_relaxed);
-  if (k > 0) return k - 1;
-  int cooperative = 0, sms = 0, per_sm = 0;
-  if (cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  const int64_t ctas = cooperative != 0 ? static_cast<int64_t>(sms) * per_sm : 0;
-  known[device].store(ctas + 1, std::memory_order_relaxed);
-  return ctas;
-}
-
-// A cooperative launch; an error is left for the caller's launch check (cudaGetLastError), as a <<<>>> launch's is.
-template <typename... Params, typename... Args>
-void launch_cooperative(void (*kernel)(Params...), unsigned ctas, int threads, cudaStream_t stream, Args... args) {
-  static_assert(sizeof...(Params) == sizeof...(Args), "one argument a parameter");
-  std::tuple<Params...> values{static_cast<Params>(args)...};
-  void* pointers[sizeof...(Params)];
-  std::apply([&](auto&... v) {
-    int i = 0;
-    ((pointers[i++] = static_cast<void*>(&v)), ...);
-  }, values);
-  (void)cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(ctas), dim3(threads), pointers, 0,
-                                    stream);
-}
-
-template <typename T, int N>
 void launch_weight(const T* w, int64_t out_rows, int64_t in_cols, int qmax, bool sawb4, bool fp8, int8_t* codes_t,
                    float* scale, float* column_scales, double* partials, cudaStream_t stream) {
   const int64_t groups = out_rows / N;
-  const int64_t resident = resident_ctas(weight_quantize_one_launch<T, N>, kThreads);
-  if (one_launch_enabled.load(std::memory_order_relaxed) && resident >= kSawbBlocks) {
-    const int64_t ctas = std::max<int64_t>(kSawbBlocks, std::min<int64_t>(grid_for(groups * in_cols), resident));
-    launch_cooperative(weight_quantize_one_launch<T, N>, static_cast<unsigned>(ctas), kThreads, stream, w, groups,
-                       in_cols, partials, sawb4, qmax, fp8, codes_t, scale, column_scales);
-    return;
-  }
   sawb_partials<T, N><<<kSawbBlocks, kThreads, 0, stream>>>(w, groups, in_cols, partials);
   weight_quantize<T, N><<<grid_for(groups * in_cols), kThreads, 0, stream>>>(w, groups, in_cols, partials, sawb4,
                                                                              qmax, fp8, codes_t, scale,
@@ -818,6 +742,47 @@ __global__ void __launch_bounds__(kHlaThreads)
   }
 }
 
+constexpr int kMaxDevices = 64;
+std::atomic<bool> hla_one_launch_enabled{true};
+
+// How many CTAs of `kernel` (`threads` threads, static shared memory) the current device holds at once, 0 where it
+// takes no cooperative launch: found once a device and kernel.
+template <typename Kernel>
+int64_t resident_ctas(Kernel kernel, int threads) {
+  static std::atomic<int64_t> known[kMaxDevices];  // the count + 1, 0 until found
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  const int64_t k = known[device].load(std::memory_order_relaxed);
+  if (k > 0) return k - 1;
+  int cooperative = 0, sms = 0, per_sm = 0;
+  if (cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  const int64_t ctas = cooperative != 0 ? static_cast<int64_t>(sms) * per_sm : 0;
+  known[device].store(ctas + 1, std::memory_order_relaxed);
+  return ctas;
+}
+
+// A cooperative launch; an error is left for the caller's launch check (cudaGetLastError), as a <<<>>> launch's is.
+template <typename... Params, typename... Args>
+void launch_cooperative(void (*kernel)(Params...), unsigned ctas, int threads, cudaStream_t stream, Args... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "one argument a parameter");
+  std::tuple<Params...> values{static_cast<Params>(args)...};
+  void* pointers[sizeof...(Params)];
+  std::apply([&](auto&... v) {
+    int i = 0;
+    ((pointers[i++] = static_cast<void*>(&v)), ...);
+  }, values);
+  (void)cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(ctas), dim3(threads), pointers, 0,
+                                    stream);
+}
+
 // The quantiser in one launch, where every tile of t fits on the GPU at once (a cooperative launch keeps all CTAs
 // resident): each CTA transforms its tile once, parks the kept rows as hla_quantize_kernel does and takes the tile's
 // amax (and column partials) as hla_amax does, publishes its amax in block_amax[blockIdx.x], and after a grid-wide
@@ -873,7 +838,7 @@ __global__ void __launch_bounds__(kHlaThreads)
 // Whether hla_quantize runs hla_quantize_one_launch for t's shape (per-tensor scale, every tile resident).
 template <typename T, int Vec>
 bool hla_takes_one_launch(unsigned tiles, bool per_channel, bool stochastic) {
-  if (per_channel || !one_launch_enabled.load(std::memory_order_relaxed)) return false;
+  if (per_channel || !hla_one_launch_enabled.load(std::memory_order_relaxed)) return false;
   return tiles <= (stochastic ? resident_ctas(hla_quantize_one_launch<T, Vec, true>, kHlaThreads)
                               : resident_ctas(hla_quantize_one_launch<T, Vec, false>, kHlaThreads));
 }
@@ -1359,7 +1324,7 @@ HlaScratch hla_quantize_scratch(InType type, int64_t length, int64_t channels, c
   return {per_channel ? channels : 1, true};
 }
 
-void set_one_launch_quantisers(bool enabled) { one_launch_enabled.store(enabled, std::memory_order_relaxed); }
+void set_hla_one_launch(bool enabled) { hla_one_launch_enabled.store(enabled, std::memory_order_relaxed); }
 
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
                   const int* rows, int rank, int qmax, bool per_channel, bool stochastic, HashKey key, int8_t* codes_t,

@@ -312,12 +312,12 @@ def test_grad_output_bytes_counts_two_reads(kernel_backend) -> None:
 
 
 def _one_launch_set(backend: RealBackend, enabled: bool, fn):
-    """fn() with the quantisers' one-launch paths on or off (restored to on after)."""
-    backend.ops.set_one_launch_quantisers(enabled)
+    """fn() with hla_quantize's one-launch path on or off (restored to on after)."""
+    backend.ops.set_hla_one_launch(enabled)
     try:
         return fn()
     finally:
-        backend.ops.set_one_launch_quantisers(True)
+        backend.ops.set_hla_one_launch(True)
 
 
 def _cuda_kernels(fn) -> list[str]:
@@ -372,25 +372,6 @@ def test_hla_too_large_to_be_resident_takes_two_passes(kernel_backend) -> None:
     small = t[: 16 * 8]
     per_channel = _cuda_kernels(lambda: kernel_backend.hla_quantize(small, replace(spec, granularity="per_channel")))
     assert _launches(per_channel, "hla_amax") and not _launches(per_channel, "one_launch")
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize(("out_f", "in_f"), [(64, 256), (768, 3072), (3072, 768), (48, 40), (2304, 768)])
-def test_one_launch_weight_quantiser_equals_the_two_passes(kernel_backend, dtype, out_f, in_f) -> None:
-    """W's SAWB partials and codes in one cooperative launch: the two kernels' scale and codes, bit for bit."""
-    w = (_randn(out_f, in_f, seed=out_f * 7 + in_f, dtype=dtype) * 0.05).to(CUDA)
-    spec = HQSpec(largest_block(out_f, 16), 4)
-
-    def run():
-        return kernel_backend.hq_quantize_weight(w, spec)
-
-    one = _cuda_kernels(run)
-    two = _one_launch_set(kernel_backend, False, lambda: _cuda_kernels(run))
-    assert _launches(one, "weight_quantize_one_launch") and not _launches(one, "sawb_partials")
-    assert _launches(two, "sawb_partials") and not _launches(two, "one_launch")
-    (codes, scale), (want_codes, want_scale) = run(), _one_launch_set(kernel_backend, False, run)
-    _assert_codes(codes, want_codes.cpu().float())
-    _assert_bits(scale, want_scale.cpu())
 
 
 def test_hla_official_blocking_falls_back_exactly(kernel_backend) -> None:

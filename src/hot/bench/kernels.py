@@ -249,6 +249,22 @@ def stage_breakdown(
 
 # (M, N, K) of D = A · Bᵀ: g_w of ViT-B qkv, proj, fc1, fc2 (M = O, N = I, K = the HLA-projected tokens).
 SM90_SHAPES = [(2304, 768, 12608), (768, 768, 12608), (3072, 768, 12608), (768, 3072, 12608)]
+
+
+def latency_figure_gw_shapes() -> list[tuple[int, int, int]]:
+    """(M, N, K) of the g_w GEMM of every layer of the latency figure at the paper's L (``hot latency``'s rows at
+    scale 1): M = O, N = I, K = the HLA-projected rows (1×16 strips, rank 8) padded to the sm_90a GEMM's 16."""
+    from ..hla import hla_windows, projected_rows
+    from ..paper import paper_values
+
+    shapes = []
+    for row in paper_values()["latency_figure"]["rows"]:
+        tokens = int(row["L"])
+        k = projected_rows(tokens, hla_windows(tokens, "paper"), 8)
+        shapes.append((int(row["O"]), int(row["I"]), -(-k // 16) * 16))
+    return sorted(set(shapes))
+
+
 # name -> (variant, decomposition, splits)
 SM90_CONFIGS = {
     "coop128_heuristic": (0, 0, 1),
@@ -269,7 +285,7 @@ def sm90_gemm_variants(ops: Any, reps: int, warmup: int) -> list[dict[str, Any]]
             "the extension holds no sm_90a GEMM for this device (a build for 9.0 with CUDA 12+, or HOT_KERNELS_SM90A=1)"
         )
     results = []
-    for m, n, k in SM90_SHAPES:
+    for m, n, k in SM90_SHAPES + latency_figure_gw_shapes():
         gen = torch.Generator(device="cuda").manual_seed(m + n + k)
         a = torch.randint(-127, 128, (m, k), device="cuda", dtype=torch.int8, generator=gen)
         b = torch.randint(-127, 128, (n, k), device="cuda", dtype=torch.int8, generator=gen)

@@ -12,9 +12,8 @@ per sample) at the paper's L and at L × 128, one backward's two gradient GEMMs 
 - ``hot``: the real backend (hot-kernels) from fp32 g_y, x, W: Q4(HT(g_y)) per token, Q4(HT(W)) SAWB,
   the g_x GEMM and dequantisation, and beside them on a second stream (:meth:`hot.backends.Backend.gradients`,
   as in a captured training step) Q8(P g_y), Q8(P x), the g_w GEMM and dequantisation; ``hot_bf16``
-  the same from bf16 tensors; ``hot.<stage>`` each stage alone; ``hot_multi_launch`` ``hot`` with the
-  quantisers' one-launch paths off (each HLA quantiser an amax pass and a code pass, W's SAWB partials and codes
-  two kernels), as they ran before those paths.
+  the same from bf16 tensors; ``hot.<stage>`` each stage alone; ``hot_multi_launch`` ``hot`` with HLA's
+  one-launch path off (each HLA quantiser a memset, an amax pass and a code pass, as before that path).
 
 Each variant is captured once in a CUDA graph (launch gaps removed; eager timing where capture fails), warmed
 up, and replayed ``reps`` times, each replay timed with CUDA events; the median is reported
@@ -141,8 +140,8 @@ def measure_layer(
     for name, fn in _hot(backend, g_y, w, x, tokens).items():
         if name == "hot" or stages:
             record(name, fn)
-    set_one_launch = getattr(getattr(backend, "ops", None), "set_one_launch_quantisers", None)
-    if set_one_launch is not None:  # the same backward with each quantiser in its separate passes
+    set_one_launch = getattr(getattr(backend, "ops", None), "set_hla_one_launch", None)
+    if set_one_launch is not None:  # the same backward with each HLA quantiser in its two passes
         set_one_launch(False)
         try:
             record("hot_multi_launch", _hot(backend, g_y, w, x, tokens)["hot"])

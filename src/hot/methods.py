@@ -22,8 +22,8 @@ from .quant import fake_quantize, quantize, quantize_luq, sawb_scale
 from .rounding import Stream
 
 Saved = tuple[torch.Tensor, ...]
-# What makes ``Saved`` where a layer makes its input again in its backward: called where g_w's chain needs it, so
-# where the backend runs that chain on a second stream (in a CUDA graph) the making runs there too, beside g_x's.
+# What makes ``Saved`` where a layer makes its input again in its backward: called for g_w's chain, so where the
+# backend runs that chain on a second stream (in a CUDA graph) the making runs on a third, beside g_y's quantisers.
 SavedFrom = Callable[[], Saved]
 
 
@@ -283,7 +283,7 @@ class HOTMethod(Method):
         specs = self._specs(g_y, weight.shape[0], windows, state, keys)
 
         def x_codes() -> tuple[torch.Tensor, torch.Tensor]:
-            packed = resolve_saved(saved)  # made here: in a CUDA graph, on the g_w chain's stream
+            packed = resolve_saved(saved)  # made here: in a CUDA graph, on x's codes' stream
             return packed if self.config.abc else backend.hla_quantize(packed[0], specs.input_hla)
 
         return backend.layer_gradients(g_y, weight, x_codes, specs.grad_output, specs.grad_output_hla, gx_dtype, bias)

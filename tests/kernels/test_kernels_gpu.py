@@ -851,28 +851,30 @@ def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, o
     hq, gy = specs.grad_output, specs.grad_output_hla
     g_y = _randn(rows, out_f, seed=5, dtype=torch.bfloat16).to(CUDA)
     x, w = _randn(rows, in_f, seed=6).to(CUDA), _randn(out_f, in_f, seed=7).to(CUDA) * 0.02
-    x_codes = real.hla_quantize(x, specs.input_hla)
 
     def g_x_from(codes: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         return real.hq_matmul(codes, scale, *real.hq_quantize_weight(w, hq), hq)
 
-    def g_w_from(codes: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-        return real.hla_matmul(codes, scale, *x_codes, gy)
+    def g_w_from(codes: torch.Tensor, scale: torch.Tensor, xc: torch.Tensor, xs: torch.Tensor) -> torch.Tensor:
+        return real.hla_matmul(codes, scale, xc, xs, gy)
 
-    want = gradients_in_order(real, g_y, hq, gy, True, g_x_from, g_w_from)
+    def x_codes_from() -> tuple[torch.Tensor, torch.Tensor]:  # made in the backward: beside g_y's HLA codes
+        return real.hla_quantize(x, specs.input_hla)
+
+    want = gradients_in_order(real, g_y, hq, gy, True, g_x_from, g_w_from, x_codes_from)
     asked = _side_stream.cache_info()
-    real.gradients(g_y, hq, gy, True, g_x_from, g_w_from)
+    real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, x_codes_from)
     assert _side_stream.cache_info() == asked  # eager: one stream
     warm = torch.cuda.Stream()
     warm.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(warm):
-        real.gradients(g_y, hq, gy, True, g_x_from, g_w_from)
+        real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, x_codes_from)
     torch.cuda.current_stream().wait_stream(warm)
     graph, asked = torch.cuda.CUDAGraph(), _side_stream.cache_info()
-    with torch.cuda.graph(graph):  # captured: the g_w chain on the side stream (the fused quantiser keeps one)
-        got = real.gradients(g_y, hq, gy, True, g_x_from, g_w_from)
+    with torch.cuda.graph(graph):  # captured: the g_w chain and x's codes on side streams (fused: one stream)
+        got = real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, x_codes_from)
     now = _side_stream.cache_info()
-    assert now.hits + now.misses == asked.hits + asked.misses + (1 if side and not fused else 0)
+    assert now.hits + now.misses == asked.hits + asked.misses + (2 if side and not fused else 0)
     for _ in range(3):
         graph.replay()
         torch.cuda.synchronize()
@@ -985,13 +987,17 @@ def test_an_error_on_the_side_stream_reaches_the_caller_with_the_capture_joined(
     specs = layer_specs(HOTConfig(hla_blocking="paper"), 96, _paper(197), Keys(7, 1, 3))
     g_y = _randn(394, 96, seed=5).to(CUDA)
 
-    def fails(codes: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    def fails(*codes: torch.Tensor) -> torch.Tensor:
         raise RuntimeError("g_w chain failed")
 
-    real.gradients(g_y, specs.grad_output, specs.grad_output_hla, False, lambda c, s: c, lambda c, s: c)  # warm-up
+    def x_codes() -> tuple[torch.Tensor, torch.Tensor]:
+        return g_y, g_y
+
+    hq, hla = specs.grad_output, specs.grad_output_hla
+    real.gradients(g_y, hq, hla, False, lambda c, s: c, lambda c, *_: c, x_codes)  # warm-up
     torch.cuda.synchronize()
     with pytest.raises(RuntimeError, match="g_w chain failed"), torch.cuda.graph(torch.cuda.CUDAGraph()):
-        real.gradients(g_y, specs.grad_output, specs.grad_output_hla, False, lambda c, s: c, fails)
+        real.gradients(g_y, hq, hla, False, lambda c, s: c, fails, x_codes)
     torch.cuda.synchronize()  # the device is usable afterwards
     assert not torch.cuda.is_current_stream_capturing()
 
@@ -1404,9 +1410,10 @@ def test_recomputed_inputs_equal_the_saved_codes_on_the_gpu(kernel_backend, mode
 
 
 def test_a_captured_recompute_runs_on_the_side_stream(kernel_backend, monkeypatch) -> None:
-    """Under CUDA graphs (torch.compile's reduce-overhead) each paired layer makes its input again inside the g_w
-    chain, which the capture queues on the side stream beside the g_x chain: every recompute recorded while a graph
-    is captured ran there, and some were captured (cudagraph trees record from the second step)."""
+    """Under CUDA graphs (torch.compile's reduce-overhead) each paired layer makes its input again for the g_w
+    chain, which the capture queues on a side stream (x's codes', beside g_y's HLA codes and the g_x chain): every
+    recompute recorded while a graph is captured ran there, and some were captured (cudagraph trees record from the
+    second step)."""
     import timm
     import torch._dynamo as dynamo
 
@@ -1437,4 +1444,4 @@ def test_a_captured_recompute_runs_on_the_side_stream(kernel_backend, monkeypatc
     torch.cuda.synchronize()
     captured = [stream for capturing, stream in seen if capturing]
     assert captured, seen  # qkv, fc1 and fc2 of two blocks recompute (proj keeps x itself)
-    assert all(stream == _side_stream(out.device) for stream in captured), captured
+    assert all(stream == _side_stream(out.device, 1) for stream in captured), captured

@@ -16,6 +16,7 @@ from . import (
     HLASpec,
     HQSpec,
     QuantizedGradOutput,
+    WeightGradientFrom,
     XCodesFrom,
     gradients_in_order,
     layer_gradients_in_parts,
@@ -81,9 +82,10 @@ class ReferenceBackend:
         hla: HLASpec,
         column_sums: bool,
         g_x_from: GradientFrom,
-        g_w_from: GradientFrom,
+        g_w_from: WeightGradientFrom,
+        x_codes_from: XCodesFrom,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        return gradients_in_order(self, g_y, hq, hla, column_sums, g_x_from, g_w_from)
+        return gradients_in_order(self, g_y, hq, hla, column_sums, g_x_from, g_w_from, x_codes_from)
 
     def layer_gradients(
         self,

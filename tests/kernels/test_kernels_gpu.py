@@ -852,11 +852,8 @@ def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, o
     g_y = _randn(rows, out_f, seed=5, dtype=torch.bfloat16).to(CUDA)
     x, w = _randn(rows, in_f, seed=6).to(CUDA), _randn(out_f, in_f, seed=7).to(CUDA) * 0.02
 
-    def g_x_from(codes: torch.Tensor, scale: torch.Tensor, wc: torch.Tensor, ws: torch.Tensor) -> torch.Tensor:
-        return real.hq_matmul(codes, scale, wc, ws, hq)
-
-    def w_codes_from() -> tuple[torch.Tensor, torch.Tensor]:
-        return real.hq_quantize_weight(w, hq)
+    def g_x_from(codes: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        return real.hq_matmul(codes, scale, *real.hq_quantize_weight(w, hq), hq)
 
     def g_w_from(codes: torch.Tensor, scale: torch.Tensor, xc: torch.Tensor, xs: torch.Tensor) -> torch.Tensor:
         return real.hla_matmul(codes, scale, xc, xs, gy)
@@ -864,20 +861,20 @@ def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, o
     def x_codes_from() -> tuple[torch.Tensor, torch.Tensor]:  # made in the backward: beside g_y's HLA codes
         return real.hla_quantize(x, specs.input_hla)
 
-    want = gradients_in_order(real, g_y, hq, gy, True, g_x_from, w_codes_from, g_w_from, x_codes_from)
+    want = gradients_in_order(real, g_y, hq, gy, True, g_x_from, g_w_from, x_codes_from)
     asked = _side_stream.cache_info()
-    real.gradients(g_y, hq, gy, True, g_x_from, w_codes_from, g_w_from, x_codes_from)
+    real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, x_codes_from)
     assert _side_stream.cache_info() == asked  # eager: one stream
     warm = torch.cuda.Stream()
     warm.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(warm):
-        real.gradients(g_y, hq, gy, True, g_x_from, w_codes_from, g_w_from, x_codes_from)
+        real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, x_codes_from)
     torch.cuda.current_stream().wait_stream(warm)
     graph, asked = torch.cuda.CUDAGraph(), _side_stream.cache_info()
-    with torch.cuda.graph(graph):  # captured: the g_w chain, W's and x's codes on side streams (fused: one stream)
-        got = real.gradients(g_y, hq, gy, True, g_x_from, w_codes_from, g_w_from, x_codes_from)
+    with torch.cuda.graph(graph):  # captured: the g_w chain and x's codes on side streams (fused: one stream)
+        got = real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, x_codes_from)
     now = _side_stream.cache_info()
-    assert now.hits + now.misses == asked.hits + asked.misses + (3 if side and not fused else 0)
+    assert now.hits + now.misses == asked.hits + asked.misses + (2 if side and not fused else 0)
     for _ in range(3):
         graph.replay()
         torch.cuda.synchronize()
@@ -997,10 +994,10 @@ def test_an_error_on_the_side_stream_reaches_the_caller_with_the_capture_joined(
         return g_y, g_y
 
     hq, hla = specs.grad_output, specs.grad_output_hla
-    real.gradients(g_y, hq, hla, False, lambda c, *_: c, x_codes, lambda c, *_: c, x_codes)  # warm-up
+    real.gradients(g_y, hq, hla, False, lambda c, s: c, lambda c, *_: c, x_codes)  # warm-up
     torch.cuda.synchronize()
     with pytest.raises(RuntimeError, match="g_w chain failed"), torch.cuda.graph(torch.cuda.CUDAGraph()):
-        real.gradients(g_y, hq, hla, False, lambda c, *_: c, x_codes, fails, x_codes)
+        real.gradients(g_y, hq, hla, False, lambda c, s: c, fails, x_codes)
     torch.cuda.synchronize()  # the device is usable afterwards
     assert not torch.cuda.is_current_stream_capturing()
 

@@ -32,11 +32,12 @@ from ..rounding import HASHES, SPEC_HASH, StepKey
 
 _MASK32 = 0xFFFFFFFF
 
-# A gradient from g_y's codes and scale and the other operand's (g_x from HQ's of g_y and W, g_w from HLA's of g_y
-# and x): what Backend.gradients is given.
-GradientFrom = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-# An operand's codes and scale (W's HQ codes; x's HLA codes: what the forward kept, or quantised when asked).
-CodesFrom = Callable[[], tuple[torch.Tensor, torch.Tensor]]
+# g_x from HQ's code set of g_y and its scale: what Backend.gradients is given.
+GradientFrom = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+# g_w from g_y's HLA codes and scale and x's: what Backend.gradients is given.
+WeightGradientFrom = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+# x's HLA codes and scale for g_w (what the forward kept, or quantised when asked): what layer_gradients is given.
+XCodesFrom = Callable[[], tuple[torch.Tensor, torch.Tensor]]
 
 
 def _check_key(key: object) -> None:
@@ -152,21 +153,20 @@ class Backend(Protocol):
         hla: HLASpec,
         column_sums: bool,
         g_x_from: GradientFrom,
-        w_codes_from: CodesFrom,
-        g_w_from: GradientFrom,
-        x_codes_from: CodesFrom,
+        g_w_from: WeightGradientFrom,
+        x_codes_from: XCodesFrom,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """One backward's (g_x, g_w, bias gradient or None): g_y quantised as :meth:`quantize_grad_output` does,
-        ``g_x_from(hq codes, hq scale, *w_codes_from())`` and ``g_w_from(hla codes, hla scale, *x_codes_from())``.
-        While a CUDA graph is captured, the real backend queues the g_w chain on a second stream beside the g_x
-        chain, and W's and x's codes on two more, beside g_y's quantisers (the same kernels on the same inputs: the
-        same bits)."""
+        ``g_x_from(hq codes, hq scale)`` and ``g_w_from(hla codes, hla scale, *x_codes_from())``. While a CUDA
+        graph is captured, the real backend queues the g_w chain on a second stream beside the g_x chain, and x's
+        codes (where they are made in the backward) on a third, beside g_y's quantisers (the same kernels on the
+        same inputs: the same bits)."""
 
     def layer_gradients(
         self,
         g_y: torch.Tensor,
         weight: torch.Tensor,
-        x_codes_from: CodesFrom,
+        x_codes_from: XCodesFrom,
         hq: HQSpec,
         hla: HLASpec,
         gx_dtype: torch.dtype,
@@ -210,13 +210,12 @@ def gradients_in_order(
     hla: HLASpec,
     column_sums: bool,
     g_x_from: GradientFrom,
-    w_codes_from: CodesFrom,
-    g_w_from: GradientFrom,
-    x_codes_from: CodesFrom,
+    g_w_from: WeightGradientFrom,
+    x_codes_from: XCodesFrom,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """:meth:`Backend.gradients` on one stream: both quantisations of g_y, then the g_x chain, then the g_w chain."""
     q = backend.quantize_grad_output(g_y, hq, hla, column_sums=column_sums)
-    g_x = g_x_from(q.hq_codes, q.hq_scale, *w_codes_from())
+    g_x = g_x_from(q.hq_codes, q.hq_scale)
     return g_x, g_w_from(q.hla_codes, q.hla_scale, *x_codes_from()), q.column_sums
 
 
@@ -224,7 +223,7 @@ def layer_gradients_in_parts(
     backend: Backend,
     g_y: torch.Tensor,
     weight: torch.Tensor,
-    x_codes_from: CodesFrom,
+    x_codes_from: XCodesFrom,
     hq: HQSpec,
     hla: HLASpec,
     gx_dtype: torch.dtype,
@@ -237,8 +236,7 @@ def layer_gradients_in_parts(
         hq,
         hla,
         column_sums,
-        lambda codes, scale, w_codes, w_scale: backend.hq_matmul(codes, scale, w_codes, w_scale, hq, gx_dtype),
-        lambda: backend.hq_quantize_weight(weight, hq),
+        lambda codes, scale: backend.hq_matmul(codes, scale, *backend.hq_quantize_weight(weight, hq), hq, gx_dtype),
         lambda codes, scale, x_codes, x_scale: backend.hla_matmul(codes, scale, x_codes, x_scale, hla),
         x_codes_from,
     )

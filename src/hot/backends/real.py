@@ -48,11 +48,12 @@ from ..config import GEMMS
 from ..hla import HLAWindows, lp_l1_rows, projected_rows
 from ..rounding import SPEC_HASH, StepKey, hash_rounds
 from . import (
-    CodesFrom,
     GradientFrom,
     HLASpec,
     HQSpec,
     QuantizedGradOutput,
+    WeightGradientFrom,
+    XCodesFrom,
     gradients_in_order,
     layer_gradients_in_parts,
 )
@@ -81,8 +82,7 @@ def load_ops() -> ModuleType:
 
 @functools.cache
 def _side_stream(device: torch.device, index: int = 0) -> torch.cuda.Stream:
-    """Another stream of a CUDA device for :meth:`RealBackend.gradients`: index 0 the g_w chain's, 1 x's codes', 2
-    W's."""
+    """A second stream of a CUDA device for :meth:`RealBackend.gradients`: index 0 the g_w chain's, 1 x's codes'."""
     return torch.cuda.Stream(device)
 
 
@@ -374,14 +374,13 @@ class RealBackend:
         hla: HLASpec,
         column_sums: bool,
         g_x_from: GradientFrom,
-        w_codes_from: CodesFrom,
-        g_w_from: GradientFrom,
-        x_codes_from: CodesFrom,
+        g_w_from: WeightGradientFrom,
+        x_codes_from: XCodesFrom,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """While a CUDA graph is captured: the g_w chain (HLA quantiser with the bias gradient, g_w_from) on a side
-        stream, W's codes and x's (stored codes, or x made again and quantised) on two more beside it, the g_x
-        chain (HQ quantiser, g_x_from) on the current one, then the current stream waits for all three. A small
-        layer's kernels fill a fraction of the GPU, so the four quantisers and the two chains run side by side.
+        stream, x's codes (x_codes_from: stored codes, or x made again and quantised) on a third beside it, the g_x
+        chain (HQ quantiser, g_x_from) on the current one, then the current stream waits for both. A small layer's
+        kernels fill a fraction of the GPU, so the independent quantisers and the two chains run side by side.
         Eager calls keep one stream: there a HOT step is bound by its host time, which the other streams' events
         and switches add to (measured on an H100: 84.6 against 72.0 ms a ViT-B step eager, 49.5 against 50.8 in
         CUDA graphs). The fused quantiser writes both code sets in one pass, so it keeps one stream, as does
@@ -392,36 +391,32 @@ class RealBackend:
             or not torch.cuda.is_current_stream_capturing()
             or self.fuses_grad_output(g_y, hq, hla)
         ):
-            return gradients_in_order(self, g_y, hq, hla, column_sums, g_x_from, w_codes_from, g_w_from, x_codes_from)
+            return gradients_in_order(self, g_y, hq, hla, column_sums, g_x_from, g_w_from, x_codes_from)
         current = torch.cuda.current_stream(g_y.device)
-        side, x_stream, w_stream = (_side_stream(g_y.device, i) for i in range(3))
+        side, operand = _side_stream(g_y.device), _side_stream(g_y.device, 1)
         # Every side section starts after all the current stream has queued, and the current stream waits for
         # them before anything reads their results: the caching allocator's per-stream reuse then needs no
         # record_stream (which graph capture does not take), for the side sections' blocks or for g_y.
-        for stream in (side, x_stream, w_stream):
-            stream.wait_stream(current)
+        side.wait_stream(current)
+        operand.wait_stream(current)
         try:
-            with torch.cuda.stream(w_stream):
-                w_codes = w_codes_from()
-            with torch.cuda.stream(x_stream):
+            with torch.cuda.stream(operand):
                 x_codes = x_codes_from()
             with torch.cuda.stream(side):
                 codes, scale, sums = self._hla_quantize(g_y, hla, column_sums)
-                side.wait_stream(x_stream)
+                side.wait_stream(operand)
                 g_w = g_w_from(codes, scale, *x_codes)
-            hq_codes, hq_scale = self.hq_quantize_grad_output(g_y, hq)
-            current.wait_stream(w_stream)
-            g_x = g_x_from(hq_codes, hq_scale, *w_codes)
+            g_x = g_x_from(*self.hq_quantize_grad_output(g_y, hq))
         finally:  # joined on an error too: an unjoined capture would end with a CUDA error in place of this one
-            for stream in (w_stream, x_stream, side):
-                current.wait_stream(stream)
+            current.wait_stream(operand)
+            current.wait_stream(side)
         return g_x, g_w, sums
 
     def layer_gradients(
         self,
         g_y: torch.Tensor,
         weight: torch.Tensor,
-        x_codes_from: CodesFrom,
+        x_codes_from: XCodesFrom,
         hq: HQSpec,
         hla: HLASpec,
         gx_dtype: torch.dtype,

@@ -12,11 +12,12 @@ from ..hadamard import block_hadamard
 from ..hla import HLAWindows, hla_project, hla_unproject, projected_rows
 from ..quant import absmax_scale, quantize, sawb_scale
 from . import (
-    CodesFrom,
     GradientFrom,
     HLASpec,
     HQSpec,
     QuantizedGradOutput,
+    WeightGradientFrom,
+    XCodesFrom,
     gradients_in_order,
     layer_gradients_in_parts,
     quantize_grad_output_separately,
@@ -81,17 +82,16 @@ class ReferenceBackend:
         hla: HLASpec,
         column_sums: bool,
         g_x_from: GradientFrom,
-        w_codes_from: CodesFrom,
-        g_w_from: GradientFrom,
-        x_codes_from: CodesFrom,
+        g_w_from: WeightGradientFrom,
+        x_codes_from: XCodesFrom,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        return gradients_in_order(self, g_y, hq, hla, column_sums, g_x_from, w_codes_from, g_w_from, x_codes_from)
+        return gradients_in_order(self, g_y, hq, hla, column_sums, g_x_from, g_w_from, x_codes_from)
 
     def layer_gradients(
         self,
         g_y: torch.Tensor,
         weight: torch.Tensor,
-        x_codes_from: CodesFrom,
+        x_codes_from: XCodesFrom,
         hq: HQSpec,
         hla: HLASpec,
         gx_dtype: torch.dtype,

@@ -11,8 +11,8 @@ per sample) at the paper's L and at L × 128, one backward's two gradient GEMMs 
   (:meth:`hot.methods.LBPWHTMethod.backward_gemms`: gathers, a batched GEMM with the (8, 16) basis, scatters);
 - ``hot``: the real backend (hot-kernels) from fp32 g_y, x, W: Q4(HT(g_y)) per token, Q4(HT(W)) SAWB,
   the g_x GEMM and dequantisation, and beside them on a second stream (:meth:`hot.backends.Backend.gradients`,
-  as in a captured training step) Q8(P g_y), the g_w GEMM and dequantisation, with Q4(HT(W)) and Q8(P x) on
-  two more streams beside g_y's quantisers (as a captured backward that makes x's codes runs it); ``hot_bf16``
+  as in a captured training step) Q8(P g_y), the g_w GEMM and dequantisation, with Q8(P x) on a third stream
+  beside Q8(P g_y) (as a captured backward that makes x's codes runs it); ``hot_bf16``
   the same from bf16 tensors; ``hot.<stage>`` each stage alone; ``hot_multi_launch`` ``hot`` with HLA's
   one-launch path off (each HLA quantiser a memset, an amax pass and a code pass, as before that path).
 
@@ -67,14 +67,13 @@ def _hot(backend: Any, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, toke
 
     def full() -> tuple:
         # as a captured training backward runs them (Backend.layer_gradients in a CUDA graph): the g_w chain beside
-        # the g_x chain, W's and x's codes beside g_y's quantisers
+        # the g_x chain, x's codes beside g_y's HLA codes
         return backend.gradients(
             g_y,
             hq,
             gy,
             False,
-            lambda codes, scale, w_codes, w_scale: backend.hq_matmul(codes, scale, w_codes, w_scale, hq),
-            quant_w,
+            lambda codes, scale: backend.hq_matmul(codes, scale, *quant_w(), hq),
             lambda codes, scale, x_codes, x_scale: backend.hla_matmul(codes, scale, x_codes, x_scale, gy),
             hla_x,
         )

@@ -174,11 +174,9 @@ def test_readme_states_the_gpu_time_of_the_committed_measurement() -> None:
         return f"{min(r[key] for r in per_sample):.1f}–{max(r[key] for r in per_sample):.1f} µs"
 
     faster = sum(r["hot_device_us"] < r["fp32_device_us"] for r in per_sample)
-    same = all((r["hot_device_us"] < r["fp32_device_us"]) == (r["hot_us"] < r["fp32_us"]) for r in per_sample)
-    assert same, "the README says HOT beats fp32 on the same layers by both measures"
     stated = (
         f"HOT takes {spread('hot_device_us')}, fp32 {spread('fp32_device_us')} and bf16 {spread('bf16_device_us')}, "
-        f"and HOT is faster than fp32 on the same {faster} layers"
+        f"and HOT is faster than fp32 on {faster} layers"
     )
     assert stated in _words(README.read_text(encoding="utf-8")), stated
     quantiser = [r["hot.hq_quant_w_device_us"] for r in per_sample]

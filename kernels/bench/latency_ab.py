@@ -1,10 +1,10 @@
 """Interleaved A/B of the latency figure's HOT backward (``hot latency``'s rows at the paper's L) on one GPU.
 
-Variants, each captured once in a CUDA graph: ``fp32`` (cuBLAS), and HOT's captured backward with W's quantiser on
-its own stream (``w_stream``, as ``Backend.gradients`` queues it) or inside the g_x chain after g_y's HQ quantiser
-(``w_inline``), each with HLA's one-launch path on (``one``) or off (``two``: memset, amax pass, code pass). The
-variants are then timed in turn, round after round (GPU time, the launch hidden behind a busy-wait), so clock drift
-and other tenants land on all of them alike; each row reports the median over rounds of each round's median.
+Variants, each captured once in a CUDA graph: ``fp32`` (cuBLAS), and HOT's captured backward as ``hot latency``
+times it (``Backend.gradients``: the g_w chain and x's codes on side streams) with HLA's one-launch path on
+(``one``) or off (``two``: memset, amax pass, code pass). The variants are then timed in turn, round after round
+(GPU time, the launch hidden behind a busy-wait), so clock drift and other tenants land on all of them alike; each
+row reports the median over rounds of each round's median.
 
     python kernels/bench/latency_ab.py OUT.json [ROUNDS]
 """
@@ -18,40 +18,9 @@ import sys
 import torch
 
 from hot.backends.real import RealBackend
-from hot.bench.latency import _cublas
+from hot.bench.latency import _cublas, _hot
 from hot.bench.timing import replayable, time_replays
-from hot.config import HOTConfig
-from hot.hla import hla_windows
-from hot.methods import Keys, layer_specs
 from hot.paper import paper_values
-
-
-def hot_backward(backend: RealBackend, g_y, w, x, tokens: int, w_stream: bool):
-    windows = hla_windows(tokens, "paper")
-    specs = layer_specs(HOTConfig(hla_blocking="paper"), w.shape[0], windows, Keys(0, 0, 0))
-    hq, gy, inp = specs.grad_output, specs.grad_output_hla, specs.input_hla
-
-    def quant_w():
-        return backend.hq_quantize_weight(w, hq)
-
-    def g_x_from(codes, scale, w_codes, w_scale):
-        if not w_stream:
-            w_codes, w_scale = quant_w()
-        return backend.hq_matmul(codes, scale, w_codes, w_scale, hq)
-
-    def full():
-        return backend.gradients(
-            g_y,
-            hq,
-            gy,
-            False,
-            g_x_from,
-            quant_w if w_stream else lambda: (None, None),
-            lambda codes, scale, xc, xs: backend.hla_matmul(codes, scale, xc, xs, gy),
-            lambda: backend.hla_quantize(x, inp),
-        )
-
-    return full
 
 
 def main(out: str, rounds: int = 7) -> None:
@@ -70,10 +39,9 @@ def main(out: str, rounds: int = 7) -> None:
         for one in (True, False):
             ops.set_hla_one_launch(one)
             try:
-                for w_stream in (True, False):
-                    name = f"{'w_stream' if w_stream else 'w_inline'}_{'one' if one else 'two'}"
-                    runs[name], mode = replayable(hot_backward(backend, g_y, w, x, tokens, w_stream))
-                    assert mode == "graph", (name, mode)
+                name = "one" if one else "two"
+                runs[name], mode = replayable(_hot(backend, g_y, w, x, tokens)["hot"])
+                assert mode == "graph", (name, mode)
             finally:
                 ops.set_hla_one_launch(True)
         times: dict[str, list[float]] = {name: [] for name in runs}

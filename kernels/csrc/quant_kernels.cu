@@ -746,9 +746,10 @@ constexpr int kMaxDevices = 64;
 std::atomic<bool> hla_one_launch_enabled{true};
 
 // How many CTAs of `kernel` (`threads` threads, static shared memory) the current device holds at once, 0 where it
-// takes no cooperative launch: found once a device and kernel.
-template <typename Kernel>
-int64_t resident_ctas(Kernel kernel, int threads) {
+// takes no cooperative launch: found once a device and kernel (a template on the kernel itself, not its type: the
+// stochastic and nearest kernels share a signature, not their registers).
+template <auto kernel>
+int64_t resident_ctas(int threads) {
   static std::atomic<int64_t> known[kMaxDevices];  // the count + 1, 0 until found
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
@@ -769,9 +770,11 @@ int64_t resident_ctas(Kernel kernel, int threads) {
   return ctas;
 }
 
-// A cooperative launch; an error is left for the caller's launch check (cudaGetLastError), as a <<<>>> launch's is.
+// A cooperative launch. Its error is returned and left for the caller's launch check (cudaGetLastError), as a
+// <<<>>> launch's is.
 template <typename... Params, typename... Args>
-void launch_cooperative(void (*kernel)(Params...), unsigned ctas, int threads, cudaStream_t stream, Args... args) {
+cudaError_t launch_cooperative(void (*kernel)(Params...), unsigned ctas, int threads, cudaStream_t stream,
+                               Args... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "one argument a parameter");
   std::tuple<Params...> values{static_cast<Params>(args)...};
   void* pointers[sizeof...(Params)];
@@ -779,8 +782,8 @@ void launch_cooperative(void (*kernel)(Params...), unsigned ctas, int threads, c
     int i = 0;
     ((pointers[i++] = static_cast<void*>(&v)), ...);
   }, values);
-  (void)cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(ctas), dim3(threads), pointers, 0,
-                                    stream);
+  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(ctas), dim3(threads), pointers, 0,
+                                     stream);
 }
 
 // The quantiser in one launch, where every tile of t fits on the GPU at once (a cooperative launch keeps all CTAs
@@ -839,8 +842,8 @@ __global__ void __launch_bounds__(kHlaThreads)
 template <typename T, int Vec>
 bool hla_takes_one_launch(unsigned tiles, bool per_channel, bool stochastic) {
   if (per_channel || !hla_one_launch_enabled.load(std::memory_order_relaxed)) return false;
-  return tiles <= (stochastic ? resident_ctas(hla_quantize_one_launch<T, Vec, true>, kHlaThreads)
-                              : resident_ctas(hla_quantize_one_launch<T, Vec, false>, kHlaThreads));
+  return tiles <= (stochastic ? resident_ctas<hla_quantize_one_launch<T, Vec, true>>(kHlaThreads)
+                              : resident_ctas<hla_quantize_one_launch<T, Vec, false>>(kHlaThreads));
 }
 
 constexpr int kSumCols = 32;  // column_sums_finish: columns per block
@@ -867,14 +870,15 @@ void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool
   const int64_t tiles_b = (sh.sblocks + kTileBlocks - 1) / kTileBlocks, tiles = sh.tiles_c * tiles_b;
   if (one_launch) {
     const auto ctas = static_cast<unsigned>(tiles);
-    if (stochastic) {
-      launch_cooperative(hla_quantize_one_launch<T, Vec, true>, ctas, kHlaThreads, stream, t, sh, rows, qmax, key,
-                         amax_bits, codes_t, scale, sums);
-    } else {
-      launch_cooperative(hla_quantize_one_launch<T, Vec, false>, ctas, kHlaThreads, stream, t, sh, rows, qmax, key,
-                         amax_bits, codes_t, scale, sums);
-    }
-    return;
+    const cudaError_t launched =
+        stochastic ? launch_cooperative(hla_quantize_one_launch<T, Vec, true>, ctas, kHlaThreads, stream, t, sh, rows,
+                                        qmax, key, amax_bits, codes_t, scale, sums)
+                   : launch_cooperative(hla_quantize_one_launch<T, Vec, false>, ctas, kHlaThreads, stream, t, sh, rows,
+                                        qmax, key, amax_bits, codes_t, scale, sums);
+    if (launched != cudaErrorCooperativeLaunchTooLarge) return;
+    // Fewer SMs than the device reports (MPS, a partitioned context): the two passes, on a zeroed amax word.
+    (void)cudaGetLastError();
+    if (cudaMemsetAsync(amax_bits, 0, sizeof(uint32_t), stream) != cudaSuccess) return;
   }
   hla_amax<T, Vec><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(t, sh, rows.mask, per_channel,
                                                                             amax_bits, sums.partials);

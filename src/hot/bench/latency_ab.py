@@ -6,7 +6,7 @@ times it (``Backend.gradients``: the g_w chain and x's codes on side streams) wi
 (GPU time, the launch hidden behind a busy-wait), so clock drift and other tenants land on all of them alike; each
 row reports the median over rounds of each round's median.
 
-    python kernels/bench/latency_ab.py OUT.json [ROUNDS]
+    python -m hot.bench.latency_ab OUT.json [ROUNDS]
 """
 
 from __future__ import annotations
@@ -17,13 +17,16 @@ import sys
 
 import torch
 
-from hot.backends.real import RealBackend
-from hot.bench.latency import _cublas, _hot
-from hot.bench.timing import replayable, time_replays
-from hot.paper import paper_values
+from ..backends.real import RealBackend
+from ..paper import paper_values
+from .latency import _cublas, _hot
+from .timing import replayable, time_replays
 
 
 def main(out: str, rounds: int = 7) -> None:
+    """Times the variants of every row of the figure for ``rounds`` rounds and writes them to ``out`` (JSON)."""
+    if not torch.cuda.is_available():
+        raise SystemExit("python -m hot.bench.latency_ab times CUDA graphs: it needs a CUDA GPU, and none is visible")
     backend = RealBackend()
     ops = backend.ops
     rows = []

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from hot import HOTConfig, HOTLinear, backends
 from hot.backends import HLASpec, HQSpec
-from hot.backends.real import RealBackend, hash_uniform, mark_4bit
+from hot.backends.real import RealBackend, hash_uniform, hla_one_launch, mark_4bit
 from hot.backends.reference import ReferenceBackend
 from hot.bench.equivalence import code_mismatches, equivalence
 from hot.hadamard import block_hadamard, largest_block
@@ -313,11 +313,8 @@ def test_grad_output_bytes_counts_two_reads(kernel_backend) -> None:
 
 def _one_launch_set(backend: RealBackend, enabled: bool, fn):
     """fn() with hla_quantize's one-launch path on or off (restored to on after)."""
-    backend.ops.set_hla_one_launch(enabled)
-    try:
+    with hla_one_launch(backend, enabled):
         return fn()
-    finally:
-        backend.ops.set_hla_one_launch(True)
 
 
 def _cuda_kernels(fn) -> list[str]:

@@ -38,8 +38,9 @@ problem; specs are checked when they are made (:class:`hot.backends.HQSpec`, :cl
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import ModuleType
 
 import torch
@@ -60,7 +61,15 @@ from . import (
 from . import column_sums as _column_sums
 from .reference import ReferenceBackend
 
-__all__ = ["RealBackend", "fp8_gemm_available", "hash_uniform", "hash_uniform_built", "load_ops", "mark_4bit"]
+__all__ = [
+    "RealBackend",
+    "fp8_gemm_available",
+    "hash_uniform",
+    "hash_uniform_built",
+    "hla_one_launch",
+    "load_ops",
+    "mark_4bit",
+]
 
 _E4M3 = torch.float8_e4m3fn
 _4BIT = "_hot_4bit_codes"
@@ -78,6 +87,17 @@ def load_ops() -> ModuleType:
             "or use backend 'fake'"
         ) from err
     return _C
+
+
+@contextlib.contextmanager
+def hla_one_launch(backend: RealBackend, enabled: bool) -> Iterator[None]:
+    """Within: the compiled HLA quantiser takes its one-launch path where a tensor fits (``enabled``, the default) or
+    always its two passes; on again after. Process-wide, for A/B tests and timings in one process."""
+    backend.ops.set_hla_one_launch(enabled)
+    try:
+        yield
+    finally:
+        backend.ops.set_hla_one_launch(True)
 
 
 @functools.cache

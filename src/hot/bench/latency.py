@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from ..backends.real import hla_one_launch
 from ..config import HOTConfig
 from ..hla import HLAWindows, hla_windows
 from ..methods import Keys, LayerState, LBPWHTMethod, layer_specs
@@ -142,13 +143,9 @@ def measure_layer(
     for name, fn in _hot(backend, g_y, w, x, tokens).items():
         if name == "hot" or stages:
             record(name, fn)
-    set_one_launch = getattr(getattr(backend, "ops", None), "set_hla_one_launch", None)
-    if set_one_launch is not None:  # the same backward with each HLA quantiser in its two passes
-        set_one_launch(False)
-        try:
+    if hasattr(getattr(backend, "ops", None), "set_hla_one_launch"):
+        with hla_one_launch(backend, False):  # the same backward with each HLA quantiser in its two passes
             record("hot_multi_launch", _hot(backend, g_y, w, x, tokens)["hot"])
-        finally:
-            set_one_launch(True)
     record("hot_bf16", _hot(backend, g_y.bfloat16(), w.bfloat16(), x.bfloat16(), tokens)["hot"])
     for base in BASELINES:
         result[f"speedup_vs_{base}"] = result[f"{base}_us"] / result["hot_us"]

@@ -11,14 +11,14 @@ row reports the median over rounds of each round's median.
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 
 import torch
 
-from ..backends.real import RealBackend
+from ..backends.real import RealBackend, hla_one_launch
 from ..paper import paper_values
+from ..results import write_json_atomic
 from .latency import _cublas, _hot
 from .timing import replayable, time_replays
 
@@ -28,7 +28,7 @@ def main(out: str, rounds: int = 7) -> None:
     if not torch.cuda.is_available():
         raise SystemExit("python -m hot.bench.latency_ab times CUDA graphs: it needs a CUDA GPU, and none is visible")
     backend = RealBackend()
-    ops = backend.ops
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 as the figure's
     rows = []
     for row in paper_values()["latency_figure"]["rows"]:
         tokens, out_f, in_f = int(row["L"]), int(row["O"]), int(row["I"])
@@ -37,16 +37,11 @@ def main(out: str, rounds: int = 7) -> None:
         x = torch.randn(tokens, in_f, device="cuda", generator=gen)
         w = torch.randn(out_f, in_f, device="cuda", generator=gen) * 0.02
         runs = {}
-        torch.backends.cuda.matmul.allow_tf32 = False
         runs["fp32"], _ = replayable(_cublas(g_y, w, x))
-        for one in (True, False):
-            ops.set_hla_one_launch(one)
-            try:
-                name = "one" if one else "two"
+        for name, one in (("one", True), ("two", False)):
+            with hla_one_launch(backend, one):
                 runs[name], mode = replayable(_hot(backend, g_y, w, x, tokens)["hot"])
-                assert mode == "graph", (name, mode)
-            finally:
-                ops.set_hla_one_launch(True)
+            assert mode == "graph", (name, mode)
         times: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(rounds):
             for name, run in runs.items():
@@ -61,8 +56,7 @@ def main(out: str, rounds: int = 7) -> None:
             flush=True,
         )
     env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
-    with open(out, "w") as f:
-        json.dump({"environment": env, "rounds": rounds, "rows": rows}, f, indent=1)
+    write_json_atomic(out, {"environment": env, "rounds": rounds, "rows": rows})
 
 
 if __name__ == "__main__":

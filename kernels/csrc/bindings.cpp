@@ -9,6 +9,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/extension.h>
 
+#include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -444,35 +446,102 @@ at::Tensor cutlass_gemm_s8(const at::Tensor& a, const at::Tensor& b) {
   return d;
 }
 
-// int32 (M, N) = A (M, K) · Bᵀ with B stored (N, K), int8, by the CUTLASS sm_90a (wgmma/TMA) GEMM. TMA wants
-// 16-byte aligned bases and row pitches: K % 16 == 0 (int8 rows of A and B), N % 4 == 0 (int32 rows of D).
-// variant 0: cooperative 128x128x128, stream-K scheduler; 1: ping-pong 64x128x128. decomposition (variant 0):
-// 0 heuristic, 1 data-parallel, 2 stream-K, 3 split-K into `splits`.
-at::Tensor cutlass_gemm_s8_sm90(const at::Tensor& a, const at::Tensor& b, int64_t variant, int64_t decomposition,
-                                int64_t splits) {
+// The sm90 GEMM's operand checks: A (M, K), B (N, K) int8 on one device. TMA wants 16-byte aligned bases and row
+// pitches: K % 16 == 0 (int8 rows of A and B), N % 4 == 0 (int32 or float rows of D).
+void check_sm90_operands(const at::Tensor& a, const at::Tensor& b) {
   check_int8_gemm_operands(a, b);
   TORCH_CHECK_VALUE(a.device() == b.device(), "a and b must be on the same device");
   const int64_t m = a.size(0), n = b.size(0), k = a.size(1);
   TORCH_CHECK_VALUE(k % 16 == 0, "sm90 INT8 GEMM needs K a multiple of 16 (TMA: 16-byte rows), got ", num(k));
-  TORCH_CHECK_VALUE(n % 4 == 0, "sm90 INT8 GEMM needs N a multiple of 4 (TMA: 16-byte int32 rows), got ", num(n));
+  TORCH_CHECK_VALUE(n % 4 == 0, "sm90 INT8 GEMM needs N a multiple of 4 (TMA: 16-byte output rows), got ", num(n));
   TORCH_CHECK_VALUE(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX, "sm90 INT8 GEMM: a dimension exceeds int32");
-  const c10::cuda::CUDAGuard guard(a.device());
   TORCH_CHECK(hot::cutlass_sm90_available(), hot::cutlass_sm90_status_string(hot::kSm90NotCompiled));
+}
+
+// The workspace the sm90 GEMM asks for (undefined where it needs none).
+at::Tensor sm90_workspace(const at::Tensor& a, int m, int n, int k, int variant, int decomposition, int splits,
+                          bool dequant) {
+  const int64_t bytes = hot::cutlass_gemm_s8_sm90_workspace(m, n, k, variant, decomposition, splits, dequant);
+  return bytes > 0 ? at::empty({bytes}, a.options().dtype(at::kByte)) : at::Tensor();
+}
+
+void check_sm90_status(int status) {
+  // A configuration the dispatcher rejects is the caller's error (ValueError), not a failed GEMM.
+  TORCH_CHECK_VALUE(status != hot::kSm90BadConfig, hot::cutlass_sm90_status_string(status));
+  TORCH_CHECK(status == 0, "CUTLASS sm90 GEMM failed: ", hot::cutlass_sm90_status_string(status));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// int32 (M, N) = A (M, K) · Bᵀ with B stored (N, K), int8, by the CUTLASS sm_90a (wgmma/TMA) GEMM.
+// variant 0: cooperative 128x128x128, stream-K scheduler; 1: ping-pong 64x128x128. decomposition (variant 0):
+// 0 heuristic, 1 data-parallel, 2 stream-K, 3 split-K into `splits`.
+at::Tensor cutlass_gemm_s8_sm90(const at::Tensor& a, const at::Tensor& b, int64_t variant, int64_t decomposition,
+                                int64_t splits) {
+  check_sm90_operands(a, b);
+  const c10::cuda::CUDAGuard guard(a.device());
+  const int64_t m = a.size(0), n = b.size(0), k = a.size(1);
   if (m == 0 || n == 0) return at::empty({m, n}, a.options().dtype(at::kInt));
   if (k == 0) return at::zeros({m, n}, a.options().dtype(at::kInt));
   auto d = at::empty({m, n}, a.options().dtype(at::kInt));
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
   const int var = static_cast<int>(variant), dec = static_cast<int>(decomposition), spl = static_cast<int>(splits);
-  const int64_t ws_bytes = hot::cutlass_gemm_s8_sm90_workspace(mi, ni, ki, var, dec, spl);
-  at::Tensor ws;
-  if (ws_bytes > 0) ws = at::empty({ws_bytes}, a.options().dtype(at::kByte));
-  const int status = hot::cutlass_gemm_s8_sm90(a.data_ptr<int8_t>(), b.data_ptr<int8_t>(), d.data_ptr<int32_t>(), mi,
-                                               ni, ki, var, dec, spl, ws_bytes > 0 ? ws.data_ptr() : nullptr,
-                                               ws_bytes, c10::cuda::getCurrentCUDAStream());
-  // A configuration the dispatcher rejects is the caller's error (ValueError), not a failed GEMM.
-  TORCH_CHECK_VALUE(status != hot::kSm90BadConfig, hot::cutlass_sm90_status_string(status));
-  TORCH_CHECK(status == 0, "CUTLASS sm90 GEMM failed: ", hot::cutlass_sm90_status_string(status));
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const at::Tensor ws = sm90_workspace(a, mi, ni, ki, var, dec, spl, false);
+  check_sm90_status(hot::cutlass_gemm_s8_sm90(a.data_ptr<int8_t>(), b.data_ptr<int8_t>(), d.data_ptr<int32_t>(), mi,
+                                              ni, ki, var, dec, spl, ws.defined() ? ws.data_ptr() : nullptr,
+                                              ws.defined() ? ws.numel() : 0, c10::cuda::getCurrentCUDAStream()));
+  return d;
+}
+
+bool is_power_of_two(double x) {
+  int exponent = 0;
+  return x > 0 && std::isfinite(x) && std::frexp(x, &exponent) == 0.5 && exponent > -125 && exponent < 127;
+}
+
+// A scale vector the epilogue reads with 16-byte loads: contiguous and 16-byte aligned (a copy where not).
+at::Tensor epilogue_vector(const at::Tensor& v) {
+  const at::Tensor c = v.reshape(-1).contiguous();
+  return reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 == 0 ? c : c.clone();
+}
+
+// A float32 scale on the codes' device with `want` elements or one (any strides: epilogue_vector copies).
+void check_epilogue_scale(const at::Tensor& scale, const char* name, int64_t want, const at::Tensor& codes) {
+  TORCH_CHECK_VALUE(scale.device() == codes.device(), name, " is on ", scale.device(), ", the codes on ",
+                    codes.device());
+  check_dtype(scale, at::kFloat, name);
+  TORCH_CHECK_VALUE(scale.numel() == want || scale.numel() == 1, name, " has ", num(scale.numel()),
+                    " elements, want ", num(want), " or 1");
+}
+
+// float (M, N) = dequantize(cutlass_gemm_s8_sm90(a, b, ...), row, col, divisor) bit for bit, in one kernel: the
+// scales are applied in the GEMM's epilogue. row: one number or M, col: one number or N (float32, a's device);
+// divisor: a power of two (HOT's block), so that col / divisor is col times its exact inverse.
+at::Tensor cutlass_gemm_s8_sm90_dequant(const at::Tensor& a, const at::Tensor& b, const at::Tensor& row,
+                                        const at::Tensor& col, double divisor, int64_t variant, int64_t decomposition,
+                                        int64_t splits) {
+  check_sm90_operands(a, b);
+  const int64_t m = a.size(0), n = b.size(0), k = a.size(1);
+  check_epilogue_scale(row, "row scale", m, a);
+  check_epilogue_scale(col, "column scale", n, a);
+  // std::to_string, not the stream: formatting a double through an ostream here crashed on the H100 machine
+  TORCH_CHECK_VALUE(is_power_of_two(divisor), "the dequantising sm90 GEMM needs a power-of-two divisor, got ",
+                    std::to_string(divisor));
+  const c10::cuda::CUDAGuard guard(a.device());
+  if (m == 0 || n == 0) return at::empty({m, n}, a.options().dtype(at::kFloat));
+  if (k == 0) return dequantize(at::zeros({m, n}, a.options().dtype(at::kInt)), row, col, divisor);
+  const at::Tensor r = epilogue_vector(row), c = epilogue_vector(col);
+  hot::Sm90DequantScales scales;
+  scales.row = r.data_ptr<float>();
+  scales.row_vec = r.numel() == m && m != 1;
+  scales.col = c.data_ptr<float>();
+  scales.col_vec = c.numel() == n && n != 1;
+  scales.inv_divisor = static_cast<float>(1.0 / divisor);
+  auto d = at::empty({m, n}, a.options().dtype(at::kFloat));
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  const int var = static_cast<int>(variant), dec = static_cast<int>(decomposition), spl = static_cast<int>(splits);
+  const at::Tensor ws = sm90_workspace(a, mi, ni, ki, var, dec, spl, true);
+  check_sm90_status(hot::cutlass_gemm_s8_sm90_dequant(
+      a.data_ptr<int8_t>(), b.data_ptr<int8_t>(), d.data_ptr<float>(), scales, mi, ni, ki, var, dec, spl,
+      ws.defined() ? ws.data_ptr() : nullptr, ws.defined() ? ws.numel() : 0, c10::cuda::getCurrentCUDAStream()));
   return d;
 }
 
@@ -571,12 +640,23 @@ at::Tensor aligned(const at::Tensor& t) {
 at::Tensor int8_of(const at::Tensor& codes) { return codes.scalar_type() == at::kChar ? codes : codes.to(at::kChar); }
 
 // Zero codes appended along K add nothing to an integer product.
-at::Tensor pad_k(const at::Tensor& t, int64_t multiple) {
-  const int64_t pad = (multiple - t.size(1) % multiple) % multiple;
-  return pad == 0 ? t : at::constant_pad_nd(t, {0, pad});
-}
-
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// A GEMM's int8 operands a (M, K) and b_t (N, K) as they are where K is a multiple of `multiple` (8 or 16), else
+// both with K zero-padded to a multiple of 16, in one launch.
+std::pair<at::Tensor, at::Tensor> pad_k(const at::Tensor& a, const at::Tensor& b_t, int64_t multiple) {
+  const int64_t k = a.size(1), k_pad = round_up(k, 16);
+  if (k % multiple == 0) return {a, b_t};
+  const at::Tensor ac = a.contiguous(), bc = b_t.contiguous();
+  auto a_out = at::empty({a.size(0), k_pad}, ac.options());
+  auto b_out = at::empty({b_t.size(0), k_pad}, bc.options());
+  if (a_out.numel() + b_out.numel() > 0) {
+    hot::pad_columns_i8(ac.data_ptr<int8_t>(), ac.size(0), a_out.data_ptr<int8_t>(), bc.data_ptr<int8_t>(), bc.size(0),
+                        b_out.data_ptr<int8_t>(), k, k_pad, c10::cuda::getCurrentCUDAStream());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  return {a_out, b_out};
+}
 
 // The FP8 GEMM's operand, K zero-padded to k_pad: as it is where the quantiser wrote it so.
 at::Tensor e4m3_operand(const at::Tensor& codes, int64_t k_pad) {
@@ -617,6 +697,9 @@ at::Tensor fp8_matmul(const at::Tensor& a, const at::Tensor& row, const at::Tens
                              row.numel() == 1 && col.numel() == 1, out_dtype);
 }
 
+// The sm_90a GEMM's ping-pong kernel below this many multiply-adds, the cooperative one from it.
+constexpr double kSm90PingpongMaxMacs = 1 << 30;
+
 // float32 (M, N) = (a · b_tᵀ) dequantised as `dequantize` does: a (M, K), b_t (N, K) int8 codes (e4m3 ones are
 // read as their int8 values) by the route's exact integer GEMM: "int4" CUTLASS sm80 on packed codes in -8..7,
 // "int8" CUTLASS sm80, "int8_sm90" CUTLASS sm_90a, "int8_lt" cuBLASLt (torch._int_mm).
@@ -627,11 +710,21 @@ at::Tensor int_matmul(const at::Tensor& a, const at::Tensor& b_t, const at::Tens
     const int64_t k_pad = round_up(a.size(1), 32);  // the INT4 GEMM's alignment: 32 elements, 16 bytes
     acc = cutlass_gemm_s4(pack_int4(int8_of(a), k_pad), pack_int4(int8_of(b_t), k_pad));
   } else if (route == "int8") {
-    acc = cutlass_gemm_s8(pad_k(int8_of(a), 16), pad_k(int8_of(b_t), 16));
+    const auto [a16, b16] = pad_k(int8_of(a), int8_of(b_t), 16);
+    acc = cutlass_gemm_s8(a16, b16);
   } else if (route == "int8_sm90") {
-    acc = cutlass_gemm_s8_sm90(pad_k(int8_of(a), 16), pad_k(int8_of(b_t), 16), 0, 0, 1);
+    const auto [a16, b16] = pad_k(int8_of(a), int8_of(b_t), 16);
+    if (is_power_of_two(divisor)) {
+      // Below about 1 G MACs (every g_w of the latency figure) the ping-pong 64 x 128 tiles take 6.7-9.3 µs on an
+      // H100 against the cooperative kernel's 7.8-12.0; at training shapes the cooperative stream-K is faster
+      // (26-60 against 29-81 µs). kernels/results/one_launch_h100_2026-11-27/sm90_gemm_bdb82c0.json.
+      const double macs = static_cast<double>(a16.size(0)) * b16.size(0) * a16.size(1);
+      return cutlass_gemm_s8_sm90_dequant(a16, b16, row, col, divisor, macs < kSm90PingpongMaxMacs ? 1 : 0, 0, 1);
+    }
+    acc = cutlass_gemm_s8_sm90(a16, b16, 0, 0, 1);
   } else if (route == "int8_lt") {
-    acc = at::_int_mm(pad_k(int8_of(a), 8), pad_k(int8_of(b_t), 8).t());
+    const auto [a8, b8] = pad_k(int8_of(a), int8_of(b_t), 8);
+    acc = at::_int_mm(a8, b8.t());
   } else {
     TORCH_CHECK_VALUE(false, "unknown integer GEMM route '", route, "' (int4, int8, int8_sm90 or int8_lt)");
   }
@@ -704,6 +797,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("cutlass_gemm_s8", &cutlass_gemm_s8);
   m.def("cutlass_gemm_s8_sm90", &cutlass_gemm_s8_sm90, py::arg("a"), py::arg("b"), py::arg("variant") = 0,
         py::arg("decomposition") = 0, py::arg("splits") = 1);
+  m.def("cutlass_gemm_s8_sm90_dequant", &cutlass_gemm_s8_sm90_dequant, py::arg("a"), py::arg("b"), py::arg("row"),
+        py::arg("col"), py::arg("divisor"), py::arg("variant") = 0, py::arg("decomposition") = 0,
+        py::arg("splits") = 1);
   m.def("cutlass_sm90_available", &cutlass_sm90_available);
   m.def("check_float_matrix", &check_float_matrix);
   m.def("check_hq_matmul", &check_hq_matmul);

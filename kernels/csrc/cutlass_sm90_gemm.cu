@@ -27,6 +27,7 @@
 #define HOT_SM90_GEMM_HEADERS 1
 #include "cute/tensor.hpp"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
 #include "cutlass/gemm/collective/collective_builder.hpp"
 #include "cutlass/gemm/device/gemm_universal_adapter.h"
 #include "cutlass/gemm/dispatch_policy.hpp"
@@ -36,6 +37,7 @@
 #endif
 
 #include <atomic>
+#include <utility>
 
 namespace hot {
 namespace {
@@ -109,17 +111,39 @@ struct Sm90aOnly : Kernel {
   }
 };
 
-template <class TileShape, class ClusterShape, class MainloopSchedule, class EpilogueSchedule, class Scheduler>
+// D = 1 * acc (int32 compute, exact).
+using IdentityEpilogue = cutlass::epilogue::fusion::LinearCombination<int32_t, int32_t, void, int32_t>;
+
+// D (float) = (float(acc) * row[m]) * (col[n] * inv_divisor): `dequantize`'s arithmetic in the epilogue (its
+// col / divisor equals col * inv_divisor bit for bit where the divisor is a power of two, which the caller
+// checks). Each scale is a vector or one number, chosen at run time by its bool stride (true: a vector).
+template <class TileShape>
+using DequantEpilogue = cutlass::epilogue::fusion::Sm90EVT<
+    cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, float, float, cutlass::FloatRoundStyle::round_to_nearest>,
+    cutlass::epilogue::fusion::Sm90EVT<
+        cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, float, float,
+                                               cutlass::FloatRoundStyle::round_to_nearest>,
+        cutlass::epilogue::fusion::Sm90AccFetch,
+        cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, float, float, Stride<bool, _0, _0>>>,
+    cutlass::epilogue::fusion::Sm90EVT<
+        cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, float, float,
+                                               cutlass::FloatRoundStyle::round_to_nearest>,
+        cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float, float, Stride<_0, bool, _0>>,
+        cutlass::epilogue::fusion::Sm90ScalarBroadcast<float>>>;
+
+template <class TileShape, class ClusterShape, class MainloopSchedule, class EpilogueSchedule, class Scheduler,
+          class ElementD = int32_t, class Fusion = IdentityEpilogue>
 struct S8Gemm {
-  // 16 int8 = 16 bytes: TMA's minimum global alignment for A and B; 4 int32 = 16 bytes for D.
+  // 16 int8 = 16 bytes: TMA's minimum global alignment for A and B; 16 bytes of D (int32 or float).
   static constexpr int kAlignAB = 16;
   static constexpr int kAlignD = 4;
+  using ElementCompute = cute::conditional_t<cute::is_same_v<ElementD, int32_t>, int32_t, float>;
 
-  // D = 1 * acc (int32 compute, exact); C = void: no source tensor is read, no smem for it.
+  // C = void: no source tensor is read, no smem for it.
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, int32_t, int32_t, void, cutlass::layout::RowMajor, kAlignD,
-      int32_t, cutlass::layout::RowMajor, kAlignD, EpilogueSchedule>::CollectiveOp;
+      cutlass::epilogue::collective::EpilogueTileAuto, int32_t, ElementCompute, void, cutlass::layout::RowMajor,
+      kAlignD, ElementD, cutlass::layout::RowMajor, kAlignD, EpilogueSchedule, Fusion>::CollectiveOp;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, int8_t, cutlass::layout::RowMajor, kAlignAB, int8_t,
@@ -131,16 +155,46 @@ struct S8Gemm {
   using Device = cutlass::gemm::device::GemmUniversalAdapter<Sm90aOnly<Kernel>>;
 };
 
+using CoopTile = Shape<_128, _128, _128>;
+using PingpongTile = Shape<_64, _128, _128>;
 // Variant 0: cooperative, 128 x 128 x 128 (K tile = 128 bytes, the 128-byte swizzle), stream-K scheduler.
-using GemmCoop = S8Gemm<Shape<_128, _128, _128>, Shape<_2, _1, _1>, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
-                        cutlass::epilogue::TmaWarpSpecializedCooperative, cutlass::gemm::StreamKScheduler>::Device;
+template <class ElementD = int32_t, class Fusion = IdentityEpilogue>
+using CoopOf = typename S8Gemm<CoopTile, Shape<_2, _1, _1>, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+                               cutlass::epilogue::TmaWarpSpecializedCooperative, cutlass::gemm::StreamKScheduler,
+                               ElementD, Fusion>::Device;
 // Variant 1: ping-pong, 64 x 128 x 128, persistent data-parallel scheduler (ping-pong has no stream-K).
-using GemmPingpong = S8Gemm<Shape<_64, _128, _128>, Shape<_2, _1, _1>, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
-                            cutlass::epilogue::TmaWarpSpecialized, cutlass::gemm::PersistentScheduler>::Device;
+template <class ElementD = int32_t, class Fusion = IdentityEpilogue>
+using PingpongOf = typename S8Gemm<PingpongTile, Shape<_2, _1, _1>, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                                   cutlass::epilogue::TmaWarpSpecialized, cutlass::gemm::PersistentScheduler,
+                                   ElementD, Fusion>::Device;
+using GemmCoop = CoopOf<>;
+using GemmPingpong = PingpongOf<>;
+using GemmCoopDequant = CoopOf<float, DequantEpilogue<CoopTile>>;
+using GemmPingpongDequant = PingpongOf<float, DequantEpilogue<PingpongTile>>;
 
 template <class Gemm>
-typename Gemm::Arguments make_args(const int8_t* a, const int8_t* b, int32_t* d, int m, int n, int k,
-                                   int decomposition, int splits, cutlass::KernelHardwareInfo hw) {
+using FusionArgs = decltype(std::declval<typename Gemm::Arguments&>().epilogue.thread);
+
+template <class Gemm>
+FusionArgs<Gemm> identity_args() {
+  FusionArgs<Gemm> thread{};
+  thread.alpha = 1;
+  thread.beta = 0;
+  return thread;
+}
+
+// The arguments nest as the tree does: each node's children, then its own.
+template <class Gemm>
+FusionArgs<Gemm> dequant_args(const Sm90DequantScales& s) {
+  return {{{}, {s.row, 0.0f, {s.row_vec, _0{}, _0{}}}, {}},
+          {{s.col, 0.0f, {_0{}, s.col_vec, _0{}}}, {{s.inv_divisor}}, {}},
+          {}};
+}
+
+template <class Gemm, class ElementD>
+typename Gemm::Arguments make_args(const int8_t* a, const int8_t* b, ElementD* d, int m, int n, int k,
+                                   int decomposition, int splits, cutlass::KernelHardwareInfo hw,
+                                   const FusionArgs<Gemm>& thread) {
   using Kernel = typename Gemm::GemmKernel;
   // Packed (rows, contiguous, batch) strides: A (M, K), B (N, K), D (M, N); batch L = 1.
   using RowStride = Stride<int64_t, _1, int64_t>;
@@ -157,8 +211,7 @@ typename Gemm::Arguments make_args(const int8_t* a, const int8_t* b, int32_t* d,
   args.mainloop.dA = stride_a;
   args.mainloop.ptr_B = b;
   args.mainloop.dB = stride_b;
-  args.epilogue.thread.alpha = 1;
-  args.epilogue.thread.beta = 0;
+  args.epilogue.thread = thread;
   args.epilogue.ptr_C = nullptr;
   args.epilogue.dC = stride_d;
   args.epilogue.ptr_D = d;
@@ -197,15 +250,19 @@ typename Gemm::Arguments make_args(const int8_t* a, const int8_t* b, int32_t* d,
 }
 
 template <class Gemm>
+using OutputOf = typename Gemm::GemmKernel::ElementD;
+
+template <class Gemm>
 int64_t workspace_of(int m, int n, int k, int decomposition, int splits) {
-  auto args = make_args<Gemm>(nullptr, nullptr, nullptr, m, n, k, decomposition, splits, current_device_info());
+  auto args = make_args<Gemm, OutputOf<Gemm>>(nullptr, nullptr, nullptr, m, n, k, decomposition, splits,
+                                              current_device_info(), FusionArgs<Gemm>{});
   return static_cast<int64_t>(Gemm::get_workspace_size(args));
 }
 
 template <class Gemm>
-int run_gemm(const int8_t* a, const int8_t* b, int32_t* d, int m, int n, int k, int decomposition, int splits,
-             void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
-  auto args = make_args<Gemm>(a, b, d, m, n, k, decomposition, splits, current_device_info());
+int run_gemm(const int8_t* a, const int8_t* b, OutputOf<Gemm>* d, const FusionArgs<Gemm>& thread, int m, int n,
+             int k, int decomposition, int splits, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
+  auto args = make_args<Gemm>(a, b, d, m, n, k, decomposition, splits, current_device_info(), thread);
   if (args.hw_info.sm_count <= 0) return static_cast<int>(cutlass::Status::kErrorInternal);
   cutlass::Status status = Gemm::can_implement(args);
   if (status != cutlass::Status::kSuccess) return static_cast<int>(status);
@@ -218,8 +275,12 @@ int run_gemm(const int8_t* a, const int8_t* b, int32_t* d, int m, int n, int k, 
 
 // Templates so that the GEMM types are instantiated only when Enabled (the sm90 build).
 template <bool Enabled>
-int64_t dispatch_workspace(int m, int n, int k, int variant, int decomposition, int splits) {
+int64_t dispatch_workspace(int m, int n, int k, int variant, int decomposition, int splits, bool dequant) {
   if constexpr (Enabled) {
+    if (dequant) {
+      if (variant == 0) return workspace_of<GemmCoopDequant>(m, n, k, decomposition, splits);
+      return workspace_of<GemmPingpongDequant>(m, n, k, decomposition, splits);
+    }
     if (variant == 0) return workspace_of<GemmCoop>(m, n, k, decomposition, splits);
     return workspace_of<GemmPingpong>(m, n, k, decomposition, splits);
   } else {
@@ -232,8 +293,25 @@ int dispatch_gemm(const int8_t* a, const int8_t* b, int32_t* d, int m, int n, in
                   int splits, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   if constexpr (Enabled) {
     if (variant == 0)
-      return run_gemm<GemmCoop>(a, b, d, m, n, k, decomposition, splits, workspace, workspace_bytes, stream);
-    return run_gemm<GemmPingpong>(a, b, d, m, n, k, decomposition, splits, workspace, workspace_bytes, stream);
+      return run_gemm<GemmCoop>(a, b, d, identity_args<GemmCoop>(), m, n, k, decomposition, splits, workspace,
+                                workspace_bytes, stream);
+    return run_gemm<GemmPingpong>(a, b, d, identity_args<GemmPingpong>(), m, n, k, decomposition, splits, workspace,
+                                  workspace_bytes, stream);
+  } else {
+    return kSm90NotCompiled;
+  }
+}
+
+template <bool Enabled>
+int dispatch_gemm_dequant(const int8_t* a, const int8_t* b, float* d, const Sm90DequantScales& scales, int m, int n,
+                          int k, int variant, int decomposition, int splits, void* workspace,
+                          int64_t workspace_bytes, cudaStream_t stream) {
+  if constexpr (Enabled) {
+    if (variant == 0)
+      return run_gemm<GemmCoopDequant>(a, b, d, dequant_args<GemmCoopDequant>(scales), m, n, k, decomposition,
+                                       splits, workspace, workspace_bytes, stream);
+    return run_gemm<GemmPingpongDequant>(a, b, d, dequant_args<GemmPingpongDequant>(scales), m, n, k,
+                                         decomposition, splits, workspace, workspace_bytes, stream);
   } else {
     return kSm90NotCompiled;
   }
@@ -244,12 +322,13 @@ int dispatch_gemm(const int8_t* a, const int8_t* b, int32_t* d, int m, int n, in
 
 bool cutlass_sm90_available() { return device_runs_sm90a(); }
 
-int64_t cutlass_gemm_s8_sm90_workspace(int m, int n, int k, int variant, int decomposition, int splits) {
+int64_t cutlass_gemm_s8_sm90_workspace(int m, int n, int k, int variant, int decomposition, int splits,
+                                       bool dequant) {
 #if defined(HOT_SM90_GEMM_HEADERS)
   if (!kSm90Compiled || !valid_config(variant, decomposition, splits)) return 0;
-  return dispatch_workspace<kSm90Compiled>(m, n, k, variant, decomposition, splits);
+  return dispatch_workspace<kSm90Compiled>(m, n, k, variant, decomposition, splits, dequant);
 #else
-  (void)m, (void)n, (void)k, (void)variant, (void)decomposition, (void)splits;
+  (void)m, (void)n, (void)k, (void)variant, (void)decomposition, (void)splits, (void)dequant;
   return 0;
 #endif
 }
@@ -265,6 +344,21 @@ int cutlass_gemm_s8_sm90(const int8_t* a, const int8_t* b, int32_t* d, int m, in
 #else
   (void)a, (void)b, (void)d, (void)m, (void)n, (void)k, (void)variant, (void)decomposition, (void)splits;
   (void)workspace, (void)workspace_bytes, (void)stream;
+  return kSm90NotCompiled;
+#endif
+}
+
+int cutlass_gemm_s8_sm90_dequant(const int8_t* a, const int8_t* b, float* d, const Sm90DequantScales& scales, int m,
+                                 int n, int k, int variant, int decomposition, int splits, void* workspace,
+                                 int64_t workspace_bytes, cudaStream_t stream) {
+  if (!device_runs_sm90a()) return kSm90NotCompiled;
+#if defined(HOT_SM90_GEMM_HEADERS)
+  if (!valid_config(variant, decomposition, splits)) return kSm90BadConfig;
+  return dispatch_gemm_dequant<kSm90Compiled>(a, b, d, scales, m, n, k, variant, decomposition, splits, workspace,
+                                              workspace_bytes, stream);
+#else
+  (void)a, (void)b, (void)d, (void)scales, (void)m, (void)n, (void)k, (void)variant, (void)decomposition;
+  (void)splits, (void)workspace, (void)workspace_bytes, (void)stream;
   return kSm90NotCompiled;
 #endif
 }

@@ -1254,6 +1254,27 @@ __global__ void codes_to_e4m3_kernel(const int8_t* __restrict__ in, int64_t rows
   }
 }
 
+// Two int8 matrices (rows x cols, contiguous) copied with each row widened to cols_pad (a multiple of 16) and zeros
+// after cols: a GEMM's two operands in one launch, one 16-byte store a thread.
+__global__ void pad_columns_kernel(const int8_t* __restrict__ a, int64_t a_rows, int8_t* __restrict__ a_out,
+                                   const int8_t* __restrict__ b, int64_t b_rows, int8_t* __restrict__ b_out,
+                                   int64_t cols, int64_t cols_pad) {
+  const int64_t chunks = cols_pad / 16, total = (a_rows + b_rows) * chunks;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t r = i / chunks;
+    const int64_t c = i % chunks * 16;
+    const int8_t* src = r < a_rows ? a : b;
+    int8_t* dst = r < a_rows ? a_out : b_out;
+    if (r >= a_rows) r -= a_rows;
+    src += r * cols + c;
+    alignas(16) int8_t v[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) v[j] = c + j < cols ? src[j] : int8_t{0};
+    *reinterpret_cast<uint4*>(dst + r * cols_pad + c) = *reinterpret_cast<const uint4*>(v);
+  }
+}
+
 __global__ void pack_int4_kernel(const int8_t* __restrict__ in, int64_t rows, int64_t cols, int64_t cols_pad,
                                  uint8_t* __restrict__ out) {
   const int64_t half = cols_pad / 2, total = rows * half;
@@ -1383,6 +1404,12 @@ void dequantize_f32(const float* acc, int64_t m, int64_t n, const float* row, bo
   const bool vec = n % 4 == 0 && aligned16(acc);
   dequantize_kernel<float><<<dequantize_grid(m, n), kThreads, 0, stream>>>(acc, m, n, row, row_vec, col, col_vec,
                                                                            divisor, vec, out);
+}
+
+void pad_columns_i8(const int8_t* a, int64_t a_rows, int8_t* a_out, const int8_t* b, int64_t b_rows, int8_t* b_out,
+                    int64_t cols, int64_t cols_pad, cudaStream_t stream) {
+  pad_columns_kernel<<<grid_for((a_rows + b_rows) * (cols_pad / 16)), kThreads, 0, stream>>>(a, a_rows, a_out, b, b_rows,
+                                                                                             b_out, cols, cols_pad);
 }
 
 void codes_to_e4m3(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pad, uint8_t* out,

@@ -76,12 +76,12 @@ def test_the_g_x_route_follows_the_gemm_family_and_the_codes_width(backend_on, c
 
 @pytest.mark.parametrize(
     ("o", "r", "i", "route"),
-    [(96, 224, 64, "int8_sm90"), (96, 210, 64, "int8_sm90"), (96, 840, 64, "int8_lt"), (16, 840, 64, "int8_sm90"),
+    [(96, 224, 64, "int8_sm90"), (96, 210, 64, "int8_sm90"), (96, 840, 64, "int8_sm90"), (16, 840, 64, "int8_sm90"),
      (96, 840, 12, "int8_sm90"), (96, 0, 64, "reference"), (96, 224, 6, "reference")],
 )  # fmt: skip
-def test_the_g_w_route_on_hopper_takes_cublaslt_where_k_is_a_multiple_of_8_but_not_16(backend_on, o, r, i, route):
-    """The sm_90a GEMM pads K to 16; where K is a multiple of 8 (and cuBLASLt takes the shape) cuBLASLt runs it
-    unpadded."""
+def test_the_g_w_route_on_hopper_takes_the_sm90a_gemm_for_every_k(backend_on, o, r, i, route):
+    """The sm_90a GEMM dequantises in its epilogue and pads K to 16 itself, so it runs K that cuBLASLt would take
+    unpadded (840, a multiple of 8) too; N must be a multiple of 4."""
     assert backend_on((9, 0), "13.0", sm90=True)._gw_route(torch.device("cuda", 0), o, r, i) == route
 
 

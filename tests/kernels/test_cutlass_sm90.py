@@ -1,5 +1,6 @@
 """The CUTLASS 3.x sm_90a INT8 GEMM (`_C.cutlass_gemm_s8_sm90`): exact int32 products for every kernel variant
-and K decomposition, HOT's g_w shapes included, CUDA-graph capture, and clear errors on bad inputs."""
+and K decomposition, HOT's g_w shapes included, CUDA-graph capture, and clear errors on bad inputs; and the same
+GEMM with the dequantisation in its epilogue (`_C.cutlass_gemm_s8_sm90_dequant`), bit for bit `dequantize`'s."""
 
 from __future__ import annotations
 
@@ -136,6 +137,119 @@ def test_sm90_gemm_errors(ops) -> None:
     for variant, decomposition, splits in [(2, 0, 1), (1, 2, 1), (0, 3, 1), (0, 4, 1), (-1, 0, 1)]:
         with pytest.raises(ValueError, match="invalid sm90 GEMM configuration"):
             ops.cutlass_gemm_s8_sm90(a, b, variant, decomposition, splits)
+
+
+def _scales(count: int, vector: bool, seed: int) -> torch.Tensor:
+    """Positive float32 scales over many binades (products that round, and some near float32's small end)."""
+    gen = torch.Generator().manual_seed(seed)
+    n = count if vector else 1
+    scale = (torch.rand(n, generator=gen) + 0.5) * torch.exp2(torch.randint(-60, 20, (n,), generator=gen).float())
+    return scale.to(CUDA)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.int32)
+
+
+# (variant, decomposition, splits) of the dequantising GEMM: the route's two kernels and stream-K's reduction.
+DEQUANT_CONFIGS = [(0, 0, 1), (0, 2, 1), (1, 0, 1)]
+DEQUANT_SHAPES = [(200, 132, 80), (1, 4, 16), (768, 1024, 32), (129, 260, 1568), (2304, 768, 12608)]
+
+
+@pytest.mark.parametrize(("variant", "decomposition", "splits"), DEQUANT_CONFIGS)
+@pytest.mark.parametrize(("m", "n", "k"), DEQUANT_SHAPES)
+@pytest.mark.parametrize(("row_vec", "col_vec"), [(True, True), (False, True), (True, False), (False, False)])
+def test_sm90_dequant_epilogue_equals_dequantize(
+    ops, m: int, n: int, k: int, variant: int, decomposition: int, splits: int, row_vec: bool, col_vec: bool
+) -> None:
+    """The scales applied in the epilogue give `dequantize`'s bits for every element: (acc · row) · (col / 16)."""
+    a, b = _codes(m, k, m + 3 * k), _codes(n, k, n + 5 * k)
+    row, col = _scales(m, row_vec, m), _scales(n, col_vec, n + 1)
+    got = ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col, 16.0, variant, decomposition, splits)
+    want = ops.dequantize(ops.cutlass_gemm_s8_sm90(a, b, variant, decomposition, splits), row, col, 16.0)
+    assert got.dtype == torch.float32 and got.shape == (m, n) and got.is_contiguous()
+    mismatch = (_bits(got) != _bits(want)).sum().item()
+    assert mismatch == 0, f"{mismatch} of {got.numel()} outputs differ"
+
+
+@pytest.mark.parametrize("divisor", [1.0, 8.0, 0.5])
+def test_sm90_dequant_epilogue_other_power_of_two_divisors(ops, divisor: float) -> None:
+    a, b = _codes(130, 1568, 1), _codes(96, 1568, 2)
+    row, col = _scales(130, True, 3), _scales(96, True, 4)
+    got = ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col, divisor, 1)
+    assert torch.equal(_bits(got), _bits(ops.dequantize(ops.cutlass_gemm_s8_sm90(a, b, 1), row, col, divisor)))
+
+
+def test_sm90_dequant_epilogue_reads_unaligned_and_strided_scales(ops) -> None:
+    """Scale vectors at a 4-byte offset or strided are copied to what the epilogue's 16-byte loads need."""
+    m, n, k = 136, 200, 256
+    a, b = _codes(m, k, 1), _codes(n, k, 2)
+    row_store, col_store = _scales(m + 1, True, 3), _scales(2 * n, True, 4)
+    row, col = row_store[1:], col_store[::2]
+    got = ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col, 16.0, 1)
+    want = ops.dequantize(ops.cutlass_gemm_s8_sm90(a, b), row.contiguous(), col.contiguous(), 16.0)
+    assert torch.equal(_bits(got), _bits(want))
+
+
+def test_sm90_dequant_epilogue_cuda_graph_and_empty(ops) -> None:
+    a, b = _codes(384, 1568, 4), _codes(96, 1568, 5)
+    row, col = _scales(384, True, 6), _scales(1, False, 7)
+    ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col, 16.0, 1)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        d = ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col, 16.0, 1)
+    a.copy_(_codes(384, 1568, 8))
+    row.copy_(_scales(384, True, 9))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(_bits(d), _bits(ops.dequantize(ops.cutlass_gemm_s8_sm90(a, b), row, col, 16.0)))
+    no_k = torch.empty(12, 0, dtype=torch.int8, device=CUDA)
+    z = ops.cutlass_gemm_s8_sm90_dequant(no_k[:4], no_k[4:], _scales(4, True, 1), _scales(8, True, 2), 16.0)
+    assert z.shape == (4, 8) and z.dtype == torch.float32 and not z.any()
+
+
+def test_sm90_dequant_epilogue_errors(ops) -> None:
+    a, b = _codes(64, 128, 1), _codes(96, 128, 2)
+    row, col = _scales(64, True, 1), _scales(96, True, 2)
+    with pytest.raises(ValueError, match="power-of-two divisor"):
+        ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col, 12.0)
+    with pytest.raises(ValueError, match="row scale has 63 elements, want 64 or 1"):
+        ops.cutlass_gemm_s8_sm90_dequant(a, b, row[:63], col, 16.0)
+    with pytest.raises(ValueError, match="column scale has 95 elements, want 96 or 1"):
+        ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col[:95], 16.0)
+    with pytest.raises(ValueError, match="column scale"):
+        ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col.double(), 16.0)
+    with pytest.raises(ValueError, match="N a multiple of 4"):
+        ops.cutlass_gemm_s8_sm90_dequant(a, _codes(98, 128, 2), row, _scales(98, True, 2), 16.0)
+
+
+def test_the_int8_sm90_route_takes_the_dequantising_gemm(ops) -> None:
+    """int_matmul's "int8_sm90" route (ping-pong below 2^30 multiply-adds, cooperative above) gives the bits of the
+    int32 GEMM then `dequantize`, which is what the other routes give; the profiler shows no dequantize kernel."""
+    for m, n, k in [(384, 96, 1568), (2304, 768, 12608)]:
+        a, b = _codes(m, k, m), _codes(n, k, n)
+        row, col = _scales(m, True, 1), _scales(1, False, 2)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            got = ops.int_matmul(a, b, row, col, 16.0, "int8_sm90")
+            torch.cuda.synchronize()
+        names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        assert not any("dequantize" in name for name in names), names
+        want = ops.dequantize(torch._int_mm(a, b.t()), row, col, 16.0)
+        assert torch.equal(_bits(got), _bits(want))
+
+
+@pytest.mark.parametrize("k", [104, 98, 1, 12608])
+def test_the_integer_routes_pad_k_and_agree(ops, k: int) -> None:
+    """K that is not a multiple of 16 is zero-padded (both operands in one launch) for the CUTLASS GEMMs and, where
+    not a multiple of 8, for cuBLASLt: every route gives the exact product's dequantised bits."""
+    m, n = 200, 264
+    a, b = _codes(m, k, k), _codes(n, k, k + 1)
+    row, col = _scales(m, True, 1), _scales(n, True, 2)
+    want = ops.dequantize(_exact(a, b).int(), row, col, 16.0)
+    for route in ("int8_sm90", "int8", "int8_lt"):
+        got = ops.int_matmul(a, b, row, col, 16.0, route)
+        assert torch.equal(_bits(got), _bits(want)), route
 
 
 def test_sm90_unavailable_elsewhere() -> None:

@@ -485,13 +485,13 @@ def test_hla_matmul_is_exact_integer_product(kernel_backend, gemm: str, r: int, 
     assert torch.equal(out.cpu().double(), exact.double())
 
 
-def test_the_sm90_gemm_leaves_k_that_is_a_multiple_of_8_only_to_cublaslt(kernel_backend) -> None:
+def test_the_sm90_gemm_takes_k_that_is_not_a_multiple_of_16(kernel_backend) -> None:
     backend = RealBackend(gemm="cutlass-sm90")
     if not backend._sm90_available(torch.cuda.current_device()):
         pytest.skip("this build or GPU has no sm_90a GEMM")
     one = torch.ones((), device=CUDA)
-    # K = 104: cuBLASLt as it is; 112: the sm_90a GEMM; 98: the sm_90a GEMM, K padded to 112
-    assert [backend._gw_route(CUDA, 96, r, 64) for r in (104, 112, 98)] == ["int8_lt", "int8_sm90", "int8_sm90"]
+    # K = 104 and 98: padded to 112 (both operands in one launch); 112 as it is
+    assert [backend._gw_route(CUDA, 96, r, 64) for r in (104, 112, 98)] == ["int8_sm90"] * 3
     for r in (104, 112, 98):
         g, x = _int_codes((r, 96), -127, 127, r), _int_codes((r, 64), -127, 127, r + 1)
         out = backend.hla_matmul(g.to(CUDA), one, x.to(CUDA), torch.tensor(16.0, device=CUDA), HLA16)
@@ -899,7 +899,7 @@ BF16, F32 = torch.bfloat16, torch.float32
     [
         # T = 197 in 1x16 strips: 104 projected rows a sample
         (394, 96, 64, {}, "auto", BF16, True, ("fp8", "int8_sm90")),  # R = 208
-        (591, 96, 64, {"abc": True}, "auto", BF16, True, ("fp8", "int8_lt")),  # R = 312: a multiple of 8, not 16
+        (591, 96, 64, {"abc": True}, "auto", BF16, True, ("fp8", "int8_sm90")),  # R = 312: K padded to 320
         (3152, 768, 3072, {"gx_granularity": "per_tensor"}, "auto", BF16, True, ("fp8", "int8_sm90")),  # tensor-wise
         (394, 96, 64, {"gw_granularity": "per_channel", "gy_rounding": "nearest"}, "auto", BF16, True,
          ("fp8", "int8_sm90")),

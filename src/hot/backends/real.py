@@ -563,10 +563,8 @@ class RealBackend:
         """The g_w GEMM for (o, r) · (r, i) int8 codes on ``device``: ``int8_sm90`` (CUTLASS sm_90a), ``int8_lt``
         (cuBLASLt), ``int8`` (CUTLASS sm80), else ``reference``."""
         gemm = self.gemm_for(device)
-        if gemm == "cutlass-sm90" and r % 16 and r % 8 == 0 and o > 16 and i % 8 == 0:
-            # The sm_90a GEMM needs K % 16, cuBLASLt's K % 8: padding both operands costs two fills and two copies
-            # (7 µs at T = 197, where the GEMM takes 9); the integer products are the same.
-            gemm = "cublas"
+        # The sm_90a GEMM takes every K: it dequantises in its epilogue, and K that is not a multiple of 16 is
+        # zero-padded, both operands in one launch; cuBLASLt (K % 8) needs a separate dequantisation pass.
         if gemm == "cutlass-sm90" and i % 4 == 0 and o > 0 and r > 0:
             return "int8_sm90"
         if gemm == "cublas" and o > 16 and i % 8 == 0 and r > 0:

@@ -251,9 +251,10 @@ def stage_breakdown(
 SM90_SHAPES = [(2304, 768, 12608), (768, 768, 12608), (3072, 768, 12608), (768, 3072, 12608)]
 
 
-def latency_figure_gw_shapes() -> list[tuple[int, int, int]]:
+def latency_figure_gw_shapes(pad: int = 16) -> list[tuple[int, int, int]]:
     """(M, N, K) of the g_w GEMM of every layer of the latency figure at the paper's L (``hot latency``'s rows at
-    scale 1): M = O, N = I, K = the HLA-projected rows (1×16 strips, rank 8) padded to the sm_90a GEMM's 16."""
+    scale 1): M = O, N = I, K = the HLA-projected rows (1×16 strips, rank 8) padded to a multiple of ``pad`` (the
+    sm_90a GEMM's 16; 1: as the backward has them)."""
     from ..hla import hla_windows, projected_rows
     from ..paper import paper_values
 
@@ -261,8 +262,29 @@ def latency_figure_gw_shapes() -> list[tuple[int, int, int]]:
     for row in paper_values()["latency_figure"]["rows"]:
         tokens = int(row["L"])
         k = projected_rows(tokens, hla_windows(tokens, "paper"), 8)
-        shapes.append((int(row["O"]), int(row["I"]), -(-k // 16) * 16))
+        shapes.append((int(row["O"]), int(row["I"]), -(-k // pad) * pad))
     return sorted(set(shapes))
+
+
+def gw_route_times(ops: Any, reps: int, warmup: int) -> list[dict[str, Any]]:
+    """The g_w product as the backward runs it (``int_matmul``: K padded where the route needs it, the integer GEMM,
+    the dequantisation) by each route, at the latency figure's shapes with K as the backward has it: cuBLASLt
+    (``int8_lt``, where K is a multiple of 8) against the sm_90a GEMM with the scales in its epilogue
+    (``int8_sm90``). ``exact``: equal bit for bit to the other route."""
+    results = []
+    for m, n, k in latency_figure_gw_shapes(pad=1):
+        gen = torch.Generator(device="cuda").manual_seed(m + n + k)
+        a = torch.randint(-127, 128, (m, k), device="cuda", dtype=torch.int8, generator=gen)
+        b = torch.randint(-127, 128, (n, k), device="cuda", dtype=torch.int8, generator=gen)
+        rows, col = torch.rand(m, device="cuda") + 0.5, torch.rand((), device="cuda") + 0.5
+        routes = ["int8_sm90"] + (["int8_lt"] if k % 8 == 0 else [])
+        outs = {route: ops.int_matmul(a, b, rows, col, 16.0, route) for route in routes}
+        for route in routes:
+            args = (a, b, rows, col, 16.0, route)
+            us, mode = time_us(lambda args=args: ops.int_matmul(*args), reps, warmup, hide_launch=True)
+            row = {"m": m, "n": n, "k": k, "kernel": f"route_{route}", "us": us, "tops": 2.0 * m * n * k / us / 1e6}
+            results.append({**row, "mode": mode, "exact": all(torch.equal(outs[route], o) for o in outs.values())})
+    return results
 
 
 # name -> (variant, decomposition, splits)
@@ -275,11 +297,16 @@ SM90_CONFIGS = {
     "pingpong64": (1, 0, 1),
 }
 
+# name -> variant, for the GEMM followed by `dequantize` against the dequantising epilogue
+DEQUANT_VARIANTS = {"coop128_heuristic": 0, "pingpong64": 1}
+
 
 def sm90_gemm_variants(ops: Any, reps: int, warmup: int) -> list[dict[str, Any]]:
     """The CUTLASS sm_90a INT8 GEMM (every variant and K decomposition) against cuBLASLt INT8 (``_int_mm``) and FP8
-    (``_scaled_mm``) on HOT's g_w shapes, each result checked equal to ``_int_mm``'s; operands stay L2-resident
-    between replays. ``ops``: the compiled ops (``hot.backends.real.load_ops()``), built with the sm_90a GEMM."""
+    (``_scaled_mm``) on HOT's g_w shapes, each result checked equal to ``_int_mm``'s; and g_w dequantised to float32
+    as the backward needs it: each GEMM followed by ``dequantize``, against the sm_90a GEMM with the scales in its
+    epilogue (checked bit for bit). Operands stay L2-resident between replays. ``ops``: the compiled ops
+    (``hot.backends.real.load_ops()``), built with the sm_90a GEMM."""
     if not ops.cutlass_sm90_available():
         raise RuntimeError(
             "the extension holds no sm_90a GEMM for this device (a build for 9.0 with CUDA 12+, or HOT_KERNELS_SM90A=1)"
@@ -300,9 +327,24 @@ def sm90_gemm_variants(ops: Any, reps: int, warmup: int) -> list[dict[str, Any]]
         }
         for name, (variant, decomposition, splits) in SM90_CONFIGS.items():
             fns[name] = lambda a=a, b=b, v=variant, d=decomposition, s=splits: ops.cutlass_gemm_s8_sm90(a, b, v, d, s)
+        # g_w as the backward needs it, float32 and dequantised: the GEMM then `dequantize`, or the scales in the
+        # sm_90a GEMM's epilogue (checked bit for bit against the former)
+        rows, cols = torch.rand(m, device="cuda") + 0.5, torch.rand(n, device="cuda") + 0.5
+        ref_dequantized = ops.dequantize(ref, rows, cols, 16.0)
+        fns["cublas_int_mm+dequantize"] = lambda a=a, b=b, r=rows, c=cols: ops.dequantize(
+            torch._int_mm(a, b.t()), r, c, 16.0
+        )
+        for name, variant in DEQUANT_VARIANTS.items():
+            fns[f"{name}+dequantize"] = lambda a=a, b=b, r=rows, c=cols, v=variant: ops.dequantize(
+                ops.cutlass_gemm_s8_sm90(a, b, v), r, c, 16.0
+            )
+            fns[f"{name}_dequant_epilogue"] = lambda a=a, b=b, r=rows, c=cols, v=variant: (
+                ops.cutlass_gemm_s8_sm90_dequant(a, b, r, c, 16.0, v)
+            )
         count = 2.0 * m * n * k
         for name, fn in fns.items():
-            exact = None if name.startswith("cublas") else bool(torch.equal(fn(), ref))
+            want = ref_dequantized if "dequant" in name else ref
+            exact = None if name.startswith("cublas") else bool(torch.equal(fn(), want))
             # GPU time (the launch hidden): at the latency figure's shapes the host's launch alone is about 17 µs
             us, mode = time_us(fn, reps, warmup, hide_launch=True)
             row = {"m": m, "n": n, "k": k, "kernel": name, "us": us, "tops": count / us / 1e6, "mode": mode}

@@ -43,7 +43,15 @@ import torch
 
 from ..backends import create_backend
 from ..bench.equivalence import code_mismatches, equivalence
-from ..bench.kernels import TOKENS, VIT_B_LAYERS, measure_layer, sm90_gemm_variants, stage_breakdown, vit_b_rows
+from ..bench.kernels import (
+    TOKENS,
+    VIT_B_LAYERS,
+    gw_route_times,
+    measure_layer,
+    sm90_gemm_variants,
+    stage_breakdown,
+    vit_b_rows,
+)
 from ..bench.report import (
     BANDWIDTH_TARGET,
     compare,
@@ -300,7 +308,9 @@ def _kernel_breakdown(args: argparse.Namespace, payload: dict[str, Any], save: C
             save()
     if "sm90_gemm" in args.sections:
         try:
-            payload["sm90_gemm"] = sm90_gemm_variants(backend.ops, args.reps, args.warmup)
+            payload["sm90_gemm"] = sm90_gemm_variants(backend.ops, args.reps, args.warmup) + gw_route_times(
+                backend.ops, args.reps, args.warmup
+            )
         except Exception as err:
             payload["sm90_gemm"] = {"error": error_text(err)}
         free_memory()

@@ -691,10 +691,27 @@ at::Tensor scaled_codes_matmul(const at::Tensor& a, const at::Tensor& row, const
                             col_over_block.expand({n}).contiguous().reshape({1, n}), out_dtype);
 }
 
+// W's scale (one number or n) over the block as n column scales (1 tensor-wise): the product col * (1 / block)
+// that torch's multiply by a scalar makes, in one launch (a multiply and an expand's copy were two, on every g_x
+// chain).
+at::Tensor columns_over_block(const at::Tensor& col, int64_t n, int64_t block) {
+  const at::Tensor c = col.reshape(-1).contiguous();
+  check_dtype(c, at::kFloat, "column scale");
+  TORCH_CHECK_VALUE(c.numel() == n || c.numel() == 1, "column scale has ", num(c.numel()), " elements, want ", num(n),
+                    " or 1");
+  auto out = at::empty({n}, c.options());
+  if (n == 0) return out;
+  hot::scale_columns(c.data_ptr<float>(), c.numel() == n && n != 1, static_cast<float>(1.0 / static_cast<double>(block)),
+                     n, out.data_ptr<float>(), c10::cuda::getCurrentCUDAStream());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+
 at::Tensor fp8_matmul(const at::Tensor& a, const at::Tensor& row, const at::Tensor& b_t, const at::Tensor& col,
                       int64_t block, at::ScalarType out_dtype) {
-  return scaled_codes_matmul(a, row, b_t, col.reshape(-1) * (1.0 / static_cast<double>(block)),
-                             row.numel() == 1 && col.numel() == 1, out_dtype);
+  const bool tensor_wise = row.numel() == 1 && col.numel() == 1;
+  return scaled_codes_matmul(a, row, b_t, columns_over_block(col, tensor_wise ? 1 : b_t.size(0), block), tensor_wise,
+                             out_dtype);
 }
 
 // The sm_90a GEMM's ping-pong kernel below this many multiply-adds, the cooperative one from it.

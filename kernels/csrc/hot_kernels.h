@@ -122,6 +122,8 @@ void hash_uniform(float* out, int64_t n, HashKey key, cudaStream_t stream);
 void advance_step(int64_t* step, int64_t* saved, cudaStream_t stream);
 
 // int8 codes (rows x cols) -> float8 e4m3 bytes (rows x cols_pad), zero padded; exact for |v| <= 16.
+// out (n floats) = col (n floats, or one where !col_vec) * factor, each product rounded once.
+void scale_columns(const float* col, bool col_vec, float factor, int64_t n, float* out, cudaStream_t stream);
 // a (a_rows x cols) and b (b_rows x cols), contiguous int8, into a_out and b_out (16-byte aligned, rows x cols_pad,
 // cols_pad a multiple of 16), zeros after cols: one launch.
 void pad_columns_i8(const int8_t* a, int64_t a_rows, int8_t* a_out, const int8_t* b, int64_t b_rows, int8_t* b_out,

@@ -1263,6 +1263,16 @@ __global__ void codes_to_e4m3_kernel(const int8_t* __restrict__ in, int64_t rows
   }
 }
 
+// out[i] = col[i] (or col[0], one number for all) * factor: W's scale over the block as the FP8 GEMM's column
+// scale vector, in one launch.
+__global__ void scale_columns_kernel(const float* __restrict__ col, bool col_vec, float factor, int64_t n,
+                                     float* __restrict__ out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = __fmul_rn(col[col_vec ? i : 0], factor);
+  }
+}
+
 // Two int8 matrices (rows x cols, contiguous) copied with each row widened to cols_pad (a multiple of 16) and zeros
 // after cols: a GEMM's two operands in one launch, one 16-byte store a thread.
 __global__ void pad_columns_kernel(const int8_t* __restrict__ a, int64_t a_rows, int8_t* __restrict__ a_out,
@@ -1413,6 +1423,10 @@ void dequantize_f32(const float* acc, int64_t m, int64_t n, const float* row, bo
   const bool vec = n % 4 == 0 && aligned16(acc);
   dequantize_kernel<float><<<dequantize_grid(m, n), kThreads, 0, stream>>>(acc, m, n, row, row_vec, col, col_vec,
                                                                            divisor, vec, out);
+}
+
+void scale_columns(const float* col, bool col_vec, float factor, int64_t n, float* out, cudaStream_t stream) {
+  scale_columns_kernel<<<grid_for(n), kThreads, 0, stream>>>(col, col_vec, factor, n, out);
 }
 
 void pad_columns_i8(const int8_t* a, int64_t a_rows, int8_t* a_out, const int8_t* b, int64_t b_rows, int8_t* b_out,

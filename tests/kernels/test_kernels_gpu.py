@@ -175,10 +175,11 @@ def test_hq_grad_output_all_zero_rows(kernel_backend) -> None:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize(("out_f", "in_f"), [(2304, 768), (64, 576), (100, 30), (3, 5)])
+@pytest.mark.parametrize(("out_f", "in_f"), [(2304, 768), (64, 576), (100, 30), (3, 5), (8192, 2304)])
 def test_hq_weight_codes_given_scale(kernel_backend, dtype, out_f: int, in_f: int) -> None:
     """SAWB's means are float reductions whose order differs between CPU and GPU: the scale agrees to a
-    few ulp, and the codes are bit-identical to the reference rounding at the kernel's scale."""
+    few ulp, and the codes are bit-identical to the reference rounding at the kernel's scale. 8192 x 2304 has more
+    blocks of rows x columns (1179648) than the code pass has threads: some threads quantise two."""
     w = _randn(out_f, in_f, seed=out_f + in_f, dtype=dtype) * 0.05
     block = largest_block(out_f, 16)
     codes, scale = kernel_backend.hq_quantize_weight(w.to(CUDA), HQSpec(block, 4))

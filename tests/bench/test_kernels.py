@@ -74,3 +74,19 @@ def test_moved_bytes_come_from_the_backend_when_it_counts_them() -> None:
     assert kernels.moved_grad_output_bytes(Counting(), g_y, None, None, 100) == (135, "Counting.grad_output_bytes")
     moved, source = kernels.moved_grad_output_bytes(object(), g_y, None, None, 100)
     assert (moved, source) == (100 + 64, "assumed: g_y read twice")
+
+
+def test_the_latency_figures_g_w_shapes_with_k_as_the_backward_has_it_and_padded() -> None:
+    """The g_w GEMM shapes of the figure's 16 layers: (O, I, projected rows), K padded to 16 for the sm_90a GEMM's
+    own rows and as the backward has it for the route rows (the figure's strips give 104 rows at T = 197)."""
+    from hot.hla import hla_windows, projected_rows
+    from hot.paper import paper_values
+
+    rows = paper_values()["latency_figure"]["rows"]
+    exact = kernels.latency_figure_gw_shapes(pad=1)
+    want = {(int(r["O"]), int(r["I"]), projected_rows(int(r["L"]), hla_windows(int(r["L"]), "paper"), 8)) for r in rows}
+    assert set(exact) == want and exact == sorted(exact)
+    assert (2304, 768, 104) in exact  # ViT-B qkv: 13 strips of 16 tokens, rank 8
+    padded = kernels.latency_figure_gw_shapes()
+    assert padded == sorted({(m, n, -(-k // 16) * 16) for m, n, k in exact})
+    assert all(k % 16 == 0 for _, _, k in padded)

@@ -455,6 +455,7 @@ void check_sm90_operands(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK_VALUE(k % 16 == 0, "sm90 INT8 GEMM needs K a multiple of 16 (TMA: 16-byte rows), got ", num(k));
   TORCH_CHECK_VALUE(n % 4 == 0, "sm90 INT8 GEMM needs N a multiple of 4 (TMA: 16-byte output rows), got ", num(n));
   TORCH_CHECK_VALUE(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX, "sm90 INT8 GEMM: a dimension exceeds int32");
+  const c10::cuda::CUDAGuard guard(a.device());  // the probe asks the current device: make it a's
   TORCH_CHECK(hot::cutlass_sm90_available(), hot::cutlass_sm90_status_string(hot::kSm90NotCompiled));
 }
 
@@ -497,7 +498,8 @@ bool is_power_of_two(double x) {
   return x > 0 && std::isfinite(x) && std::frexp(x, &exponent) == 0.5 && exponent > -125 && exponent < 127;
 }
 
-// A scale vector the epilogue reads with 16-byte loads: contiguous and 16-byte aligned (a copy where not).
+// A scale vector as the epilogue is given it: contiguous, and 16-byte aligned like a fresh allocation (a copy where
+// not, a few hundred bytes).
 at::Tensor epilogue_vector(const at::Tensor& v) {
   const at::Tensor c = v.reshape(-1).contiguous();
   return reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 == 0 ? c : c.clone();
@@ -527,7 +529,10 @@ at::Tensor cutlass_gemm_s8_sm90_dequant(const at::Tensor& a, const at::Tensor& b
                     std::to_string(divisor));
   const c10::cuda::CUDAGuard guard(a.device());
   if (m == 0 || n == 0) return at::empty({m, n}, a.options().dtype(at::kFloat));
-  if (k == 0) return dequantize(at::zeros({m, n}, a.options().dtype(at::kInt)), row, col, divisor);
+  if (k == 0) {
+    return dequantize(at::zeros({m, n}, a.options().dtype(at::kInt)), row.reshape(-1).contiguous(),
+                      col.reshape(-1).contiguous(), divisor);
+  }
   const at::Tensor r = epilogue_vector(row), c = epilogue_vector(col);
   hot::Sm90DequantScales scales;
   scales.row = r.data_ptr<float>();
@@ -645,8 +650,15 @@ int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 // A GEMM's int8 operands a (M, K) and b_t (N, K) as they are where K is a multiple of `multiple` (8 or 16), else
 // both with K zero-padded to a multiple of 16, in one launch.
 std::pair<at::Tensor, at::Tensor> pad_k(const at::Tensor& a, const at::Tensor& b_t, int64_t multiple) {
+  TORCH_CHECK_VALUE(a.dim() == 2 && b_t.dim() == 2, "the integer GEMM's operands must be 2-D, got ", shape_of(a),
+                    " and ", shape_of(b_t));
+  TORCH_CHECK_VALUE(a.size(1) == b_t.size(1), "the integer GEMM's operands must agree in K, got ", shape_of(a),
+                    " and ", shape_of(b_t));
   const int64_t k = a.size(1), k_pad = round_up(k, 16);
   if (k % multiple == 0) return {a, b_t};
+  TORCH_CHECK_VALUE(a.is_cuda() && a.device() == b_t.device(), "the integer GEMM's operands must be on one CUDA "
+                    "device, got ", a.device(), " and ", b_t.device());
+  const c10::cuda::CUDAGuard guard(a.device());
   const at::Tensor ac = a.contiguous(), bc = b_t.contiguous();
   auto a_out = at::empty({a.size(0), k_pad}, ac.options());
   auto b_out = at::empty({b_t.size(0), k_pad}, bc.options());
@@ -696,9 +708,11 @@ at::Tensor scaled_codes_matmul(const at::Tensor& a, const at::Tensor& row, const
 // chain).
 at::Tensor columns_over_block(const at::Tensor& col, int64_t n, int64_t block) {
   const at::Tensor c = col.reshape(-1).contiguous();
+  check_cuda(c, "column scale");
   check_dtype(c, at::kFloat, "column scale");
   TORCH_CHECK_VALUE(c.numel() == n || c.numel() == 1, "column scale has ", num(c.numel()), " elements, want ", num(n),
                     " or 1");
+  const c10::cuda::CUDAGuard guard(c.device());
   auto out = at::empty({n}, c.options());
   if (n == 0) return out;
   hot::scale_columns(c.data_ptr<float>(), c.numel() == n && n != 1, static_cast<float>(1.0 / static_cast<double>(block)),

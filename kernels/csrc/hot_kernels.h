@@ -121,13 +121,13 @@ void hash_uniform(float* out, int64_t n, HashKey key, cudaStream_t stream);
 // saved[0] = step[0]; step[0] += 1 (one thread): a HOT layer's forward takes its hash step and moves it on.
 void advance_step(int64_t* step, int64_t* saved, cudaStream_t stream);
 
-// int8 codes (rows x cols) -> float8 e4m3 bytes (rows x cols_pad), zero padded; exact for |v| <= 16.
 // out (n floats) = col (n floats, or one where !col_vec) * factor, each product rounded once.
 void scale_columns(const float* col, bool col_vec, float factor, int64_t n, float* out, cudaStream_t stream);
 // a (a_rows x cols) and b (b_rows x cols), contiguous int8, into a_out and b_out (16-byte aligned, rows x cols_pad,
 // cols_pad a multiple of 16), zeros after cols: one launch.
 void pad_columns_i8(const int8_t* a, int64_t a_rows, int8_t* a_out, const int8_t* b, int64_t b_rows, int8_t* b_out,
                     int64_t cols, int64_t cols_pad, cudaStream_t stream);
+// int8 codes (rows x cols) -> float8 e4m3 bytes (rows x cols_pad), zero padded; exact for |v| <= 16.
 void codes_to_e4m3(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pad, uint8_t* out,
                    cudaStream_t stream);
 
@@ -158,8 +158,8 @@ int cutlass_gemm_s8_sm90(const int8_t* a, const int8_t* b, int32_t* d, int m, in
                          int decomposition, int splits, void* workspace, int64_t workspace_bytes,
                          cudaStream_t stream);
 // The same GEMM with dequantize_i32's arithmetic in its epilogue: float D = (float(acc) * row) * (col *
-// inv_divisor), row one number or M (row_vec), col one number or N (col_vec), both float on the device and
-// 16-byte aligned where vectors. Equal to dequantize_i32 of the int32 GEMM bit for bit where inv_divisor is the
+// inv_divisor), row one number or M (row_vec), col one number or N (col_vec), both float on the device
+// (contiguous where vectors). Equal to dequantize_i32 of the int32 GEMM bit for bit where inv_divisor is the
 // exact inverse of a power-of-two divisor. Workspace: cutlass_gemm_s8_sm90_workspace(..., dequant = true).
 struct Sm90DequantScales {
   const float* row = nullptr;

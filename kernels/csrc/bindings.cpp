@@ -505,13 +505,19 @@ at::Tensor epilogue_vector(const at::Tensor& v) {
   return reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 == 0 ? c : c.clone();
 }
 
-// A float32 scale on the codes' device with `want` elements or one (any strides: epilogue_vector copies).
+// A float32 CUDA scale with one element or `n` (one per row or column of the product).
+void check_scale(const at::Tensor& t, const char* name, int64_t n) {
+  TORCH_CHECK_VALUE(t.is_cuda() && t.scalar_type() == at::kFloat, name, " must be a float32 CUDA tensor, got ",
+                    t.scalar_type(), " on ", t.device());
+  TORCH_CHECK_VALUE(t.numel() == 1 || t.numel() == n, name, " has ", num(t.numel()), " elements, expected 1 or ",
+                    num(n));
+}
+
+// check_scale, on the codes' device (any strides: epilogue_vector copies).
 void check_epilogue_scale(const at::Tensor& scale, const char* name, int64_t want, const at::Tensor& codes) {
   TORCH_CHECK_VALUE(scale.device() == codes.device(), name, " is on ", scale.device(), ", the codes on ",
                     codes.device());
-  check_dtype(scale, at::kFloat, name);
-  TORCH_CHECK_VALUE(scale.numel() == want || scale.numel() == 1, name, " has ", num(scale.numel()),
-                    " elements, want ", num(want), " or 1");
+  check_scale(scale, name, want);
 }
 
 // float (M, N) = dequantize(cutlass_gemm_s8_sm90(a, b, ...), row, col, divisor) bit for bit, in one kernel: the
@@ -566,14 +572,6 @@ void check_codes(const at::Tensor& t, const char* name, bool fp8_ok) {
   TORCH_CHECK_VALUE(t.scalar_type() == at::kChar || (fp8_ok && t.scalar_type() == at::kFloat8_e4m3fn), name,
                     " must be int8 codes", fp8_ok ? " (or float8_e4m3fn)" : "", ", got ", t.scalar_type());
   TORCH_CHECK_VALUE(t.dim() == 2, name, " must be 2-D, got shape ", shape_of(t));
-}
-
-// A float32 CUDA scale with one element or `n` (one per row or column of the product).
-void check_scale(const at::Tensor& t, const char* name, int64_t n) {
-  TORCH_CHECK_VALUE(t.is_cuda() && t.scalar_type() == at::kFloat, name, " must be a float32 CUDA tensor, got ",
-                    t.scalar_type(), " on ", t.device());
-  TORCH_CHECK_VALUE(t.numel() == 1 || t.numel() == n, name, " has ", num(t.numel()), " elements, expected 1 or ",
-                    num(n));
 }
 
 // g_x = a (L, O) · b (O, I), scales (L) or () and ().
@@ -708,10 +706,7 @@ at::Tensor scaled_codes_matmul(const at::Tensor& a, const at::Tensor& row, const
 // chain).
 at::Tensor columns_over_block(const at::Tensor& col, int64_t n, int64_t block) {
   const at::Tensor c = col.reshape(-1).contiguous();
-  check_cuda(c, "column scale");
-  check_dtype(c, at::kFloat, "column scale");
-  TORCH_CHECK_VALUE(c.numel() == n || c.numel() == 1, "column scale has ", num(c.numel()), " elements, want ", num(n),
-                    " or 1");
+  check_scale(c, "column scale", n);
   const c10::cuda::CUDAGuard guard(c.device());
   auto out = at::empty({n}, c.options());
   if (n == 0) return out;

@@ -1,7 +1,8 @@
 // CUTLASS 3.x INT8 x INT8 -> INT32 GEMM for Hopper (sm_90a): TMA loads into a multi-stage shared-memory
 // ring, wgmma (IGMMA) on int8 K-major operands, warp-specialised producer/consumer warp groups, TMA store of
 // the int32 tile. HOT's weight-gradient GEMM: D (M x N, int32 row-major) = A (M x K row-major) * B with B
-// stored N x K row-major (the TN layout of cutlass_gemm_s8).
+// stored N x K row-major (the TN layout of cutlass_gemm_s8). The same two kernels with an epilogue visitor tree
+// in place of the int32 store give D dequantised, float32 (cutlass_gemm_s8_sm90_dequant): `dequantize`'s bits.
 //
 // Why these kernels. The g_w GEMMs are long-K, small-MN (M 768..3072, N 768..3072, K ~12608), so a
 // 128 x 128 tile grid has only 36..144 tiles for the H100's 132 SMs: a data-parallel grid leaves SMs idle or

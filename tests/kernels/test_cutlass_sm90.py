@@ -214,9 +214,9 @@ def test_sm90_dequant_epilogue_errors(ops) -> None:
     row, col = _scales(64, True, 1), _scales(96, True, 2)
     with pytest.raises(ValueError, match="power-of-two divisor"):
         ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col, 12.0)
-    with pytest.raises(ValueError, match="row scale has 63 elements, want 64 or 1"):
+    with pytest.raises(ValueError, match="row scale has 63 elements, expected 1 or 64"):
         ops.cutlass_gemm_s8_sm90_dequant(a, b, row[:63], col, 16.0)
-    with pytest.raises(ValueError, match="column scale has 95 elements, want 96 or 1"):
+    with pytest.raises(ValueError, match="column scale has 95 elements, expected 1 or 96"):
         ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col[:95], 16.0)
     with pytest.raises(ValueError, match="column scale"):
         ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col.double(), 16.0)

@@ -299,7 +299,7 @@ SM90_CONFIGS = {
 }
 
 # name -> variant, for the GEMM followed by `dequantize` against the dequantising epilogue
-DEQUANT_VARIANTS = {"coop128_heuristic": 0, "pingpong64": 1}
+DEQUANT_VARIANTS = {name: SM90_CONFIGS[name][0] for name in ("coop128_heuristic", "pingpong64")}
 
 
 def sm90_gemm_variants(ops: Any, reps: int, warmup: int) -> list[dict[str, Any]]:

@@ -152,9 +152,6 @@ std::vector<at::Tensor> quantize_weight(const at::Tensor& w, int64_t block, int6
   return column_scales ? std::vector<at::Tensor>{codes_t, scale, columns} : std::vector<at::Tensor>{codes_t, scale};
 }
 
-std::vector<at::Tensor> hq_quantize_weight(const at::Tensor& w, int64_t block, int64_t bits, bool fp8) {
-  return quantize_weight(w, block, bits, fp8, false);
-}
 
 // HLA windows (tokens, prefix, height, width, window_w) checked against L (x C channels): whole samples, a grid
 // that accounts for T, 4x4 windows or 1x16 strips, and a sample's T x C elements below 2^31 (the kernels address
@@ -703,10 +700,11 @@ at::Tensor scaled_codes_matmul(const at::Tensor& a, const at::Tensor& row, const
 
 // W's scale (one number or n) over the block as n column scales (1 tensor-wise): the product col * (1 / block)
 // that torch's multiply by a scalar makes, in one launch (a multiply and an expand's copy were two, on every g_x
-// chain).
+// chain). Over a block of 1, n scales are their own quotients: no launch (W's quantiser writes them so).
 at::Tensor columns_over_block(const at::Tensor& col, int64_t n, int64_t block) {
   const at::Tensor c = col.reshape(-1).contiguous();
   check_scale(c, "column scale", n);
+  if (block == 1 && c.numel() == n) return c;
   const c10::cuda::CUDAGuard guard(c.device());
   auto out = at::empty({n}, c.options());
   if (n == 0) return out;
@@ -808,7 +806,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     }
   });
   m.def("hq_quantize_grad_output", &hq_quantize_grad_output);
-  m.def("hq_quantize_weight", &hq_quantize_weight);
+  m.def("hq_quantize_weight", &quantize_weight, py::arg("w"), py::arg("block"), py::arg("bits"), py::arg("fp8"),
+        py::arg("column_scales") = false);
   m.def("hla_quantize", &hla_quantize);
   m.def("set_hla_one_launch", &hot::set_hla_one_launch);
   m.def("hla_project", &hla_project);

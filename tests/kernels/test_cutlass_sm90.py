@@ -172,6 +172,24 @@ def test_sm90_dequant_epilogue_equals_dequantize(
     assert mismatch == 0, f"{mismatch} of {got.numel()} outputs differ"
 
 
+@pytest.mark.parametrize(("variant", "decomposition", "splits"), DEQUANT_CONFIGS)
+def test_sm90_dequant_epilogue_keeps_subnormal_outputs(ops, variant: int, decomposition: int, splits: int) -> None:
+    """Scales small enough that many outputs are subnormal (and some round to zero): the epilogue flushes none that
+    `dequantize` keeps, and rounds each as it does."""
+    m, n, k = 200, 132, 80
+    a, b = _codes(m, k, 11), _codes(n, k, 12)
+    gen = torch.Generator().manual_seed(13)
+    row = (torch.rand(m, generator=gen) + 0.5) * torch.exp2(torch.randint(-80, -60, (m,), generator=gen).float())
+    col = (torch.rand(n, generator=gen) + 0.5) * torch.exp2(torch.randint(-80, -60, (n,), generator=gen).float())
+    row, col = row.to(CUDA), col.to(CUDA)
+    got = ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col, 16.0, variant, decomposition, splits)
+    want = ops.dequantize(ops.cutlass_gemm_s8_sm90(a, b, variant, decomposition, splits), row, col, 16.0)
+    subnormal = ((want != 0) & (want.abs() < torch.finfo(torch.float32).tiny)).sum().item()
+    assert subnormal > got.numel() // 10, f"only {subnormal} subnormal outputs: the test would not see a flush"
+    mismatch = (_bits(got) != _bits(want)).sum().item()
+    assert mismatch == 0, f"{mismatch} of {got.numel()} outputs differ"
+
+
 @pytest.mark.parametrize("divisor", [1.0, 8.0, 0.5])
 def test_sm90_dequant_epilogue_other_power_of_two_divisors(ops, divisor: float) -> None:
     a, b = _codes(130, 1568, 1), _codes(96, 1568, 2)

@@ -850,8 +850,11 @@ def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, o
     g_y = _randn(rows, out_f, seed=5, dtype=torch.bfloat16).to(CUDA)
     x, w = _randn(rows, in_f, seed=6).to(CUDA), _randn(out_f, in_f, seed=7).to(CUDA) * 0.02
 
-    def g_x_from(codes: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-        return real.hq_matmul(codes, scale, *real.hq_quantize_weight(w, hq), hq)
+    def g_x_from(codes: torch.Tensor, scale: torch.Tensor, wc: torch.Tensor, ws: torch.Tensor) -> torch.Tensor:
+        return real.hq_matmul(codes, scale, wc, ws, hq)
+
+    def w_codes_from() -> tuple[torch.Tensor, torch.Tensor]:  # beside g_y's quantisers
+        return real.hq_quantize_weight(w, hq)
 
     def g_w_from(codes: torch.Tensor, scale: torch.Tensor, xc: torch.Tensor, xs: torch.Tensor) -> torch.Tensor:
         return real.hla_matmul(codes, scale, xc, xs, gy)
@@ -859,20 +862,20 @@ def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, o
     def x_codes_from() -> tuple[torch.Tensor, torch.Tensor]:  # made in the backward: beside g_y's HLA codes
         return real.hla_quantize(x, specs.input_hla)
 
-    want = gradients_in_order(real, g_y, hq, gy, True, g_x_from, g_w_from, x_codes_from)
+    want = gradients_in_order(real, g_y, hq, gy, True, g_x_from, g_w_from, w_codes_from, x_codes_from)
     asked = _side_stream.cache_info()
-    real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, x_codes_from)
+    real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, w_codes_from, x_codes_from)
     assert _side_stream.cache_info() == asked  # eager: one stream
     warm = torch.cuda.Stream()
     warm.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(warm):
-        real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, x_codes_from)
+        real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, w_codes_from, x_codes_from)
     torch.cuda.current_stream().wait_stream(warm)
     graph, asked = torch.cuda.CUDAGraph(), _side_stream.cache_info()
     with torch.cuda.graph(graph):  # captured: the g_w chain and x's codes on side streams (fused: one stream)
-        got = real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, x_codes_from)
+        got = real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, w_codes_from, x_codes_from)
     now = _side_stream.cache_info()
-    assert now.hits + now.misses == asked.hits + asked.misses + (2 if side and not fused else 0)
+    assert now.hits + now.misses == asked.hits + asked.misses + (3 if side and not fused else 0)
     for _ in range(3):
         graph.replay()
         torch.cuda.synchronize()
@@ -881,15 +884,24 @@ def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, o
 
 
 class _CountingOps:
-    """The compiled ops, recording each one looked up and the positional arguments of each call."""
+    """The compiled ops, recording each one looked up, the positional arguments of each call and each call's name
+    beside them."""
 
     def __init__(self, ops) -> None:
-        self._ops, self.called, self.args = ops, [], []
+        self._ops, self.called, self.args, self.calls = ops, [], [], []
 
     def __getattr__(self, name: str):
         self.called.append(name)
         op = getattr(self._ops, name)
-        return (lambda *args: self.args.append(args) or op(*args)) if callable(op) else op
+        if not callable(op):
+            return op
+
+        def call(*args):
+            self.args.append(args)
+            self.calls.append((name, args))
+            return op(*args)
+
+        return call
 
 
 BF16, F32 = torch.bfloat16, torch.float32
@@ -969,6 +981,25 @@ def test_a_layer_backward_in_one_call_equals_its_calls_one_by_one(
     torch.cuda.synchronize()
     for a, b in zip(captured, want, strict=True):
         assert a is None or torch.equal(a, b)
+    # side streams in the capture: where g_x takes the FP8 route per token, W's quantiser writes its column scales
+    # and fp8_matmul divides by a block of 1 (no scale_columns launch)
+    side = RealBackend(gemm=gemm)
+    side.ops = side_ops = _CountingOps(load_ops())
+    with torch.cuda.stream(warm):
+        side.layer_gradients(g_y, w, lambda: x_codes, hq, gy, gx_dtype, sums)
+    torch.cuda.current_stream().wait_stream(warm)
+    graph = torch.cuda.CUDAGraph()
+    side_ops.calls.clear()
+    with torch.cuda.graph(graph):
+        captured = side.layer_gradients(g_y, w, lambda: x_codes, hq, gy, gx_dtype, sums)
+    columns = routes is not None and routes[0] == "fp8" and hq.granularity == "per_token"
+    assert side._gx_columns_from_quantiser(g_y, w, hq, gx_dtype) is columns
+    fp8_blocks = [args[4] for name, args in side_ops.calls if name == "fp8_matmul"]
+    assert fp8_blocks == ([1] if columns else [hq.block] if routes is not None and routes[0] == "fp8" else [])
+    graph.replay()
+    torch.cuda.synchronize()
+    for a, b in zip(captured, want, strict=True):
+        assert a is None or torch.equal(a, b)
 
 
 def test_the_integer_gemm_route_names_an_unknown_route() -> None:
@@ -992,10 +1023,10 @@ def test_an_error_on_the_side_stream_reaches_the_caller_with_the_capture_joined(
         return g_y, g_y
 
     hq, hla = specs.grad_output, specs.grad_output_hla
-    real.gradients(g_y, hq, hla, False, lambda c, s: c, lambda c, *_: c, x_codes)  # warm-up
+    real.gradients(g_y, hq, hla, False, lambda c, *_: c, lambda c, *_: c, x_codes, x_codes)  # warm-up
     torch.cuda.synchronize()
     with pytest.raises(RuntimeError, match="g_w chain failed"), torch.cuda.graph(torch.cuda.CUDAGraph()):
-        real.gradients(g_y, hq, hla, False, lambda c, s: c, fails, x_codes)
+        real.gradients(g_y, hq, hla, False, lambda c, *_: c, fails, x_codes, x_codes)
     torch.cuda.synchronize()  # the device is usable afterwards
     assert not torch.cuda.is_current_stream_capturing()
 

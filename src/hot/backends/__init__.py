@@ -32,12 +32,15 @@ from ..rounding import HASHES, SPEC_HASH, StepKey
 
 _MASK32 = 0xFFFFFFFF
 
-# g_x from HQ's code set of g_y and its scale: what Backend.gradients is given.
-GradientFrom = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+# g_x from HQ's code set of g_y and its scale, then W's operand (what a WeightCodesFrom gave): what Backend.gradients
+# is given.
+GradientFrom = Callable[..., torch.Tensor]
 # g_w from g_y's HLA codes and scale and x's: what Backend.gradients is given.
 WeightGradientFrom = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 # x's HLA codes and scale for g_w (what the forward kept, or quantised when asked): what layer_gradients is given.
 XCodesFrom = Callable[[], tuple[torch.Tensor, torch.Tensor]]
+# W's operand for g_x (its HQ codes and scale, and whatever else the backend's GradientFrom takes with them).
+WeightCodesFrom = Callable[[], tuple[torch.Tensor | None, ...]]
 
 
 def _check_key(key: object) -> None:
@@ -154,13 +157,14 @@ class Backend(Protocol):
         column_sums: bool,
         g_x_from: GradientFrom,
         g_w_from: WeightGradientFrom,
+        weight_codes_from: WeightCodesFrom,
         x_codes_from: XCodesFrom,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """One backward's (g_x, g_w, bias gradient or None): g_y quantised as :meth:`quantize_grad_output` does,
-        ``g_x_from(hq codes, hq scale)`` and ``g_w_from(hla codes, hla scale, *x_codes_from())``. While a CUDA
-        graph is captured, the real backend queues the g_w chain on a second stream beside the g_x chain, and x's
-        codes (where they are made in the backward) on a third, beside g_y's quantisers (the same kernels on the
-        same inputs: the same bits)."""
+        ``g_x_from(hq codes, hq scale, *weight_codes_from())`` and ``g_w_from(hla codes, hla scale,
+        *x_codes_from())``. While a CUDA graph is captured, the real backend queues the g_w chain on a second stream
+        beside the g_x chain, x's codes (where they are made in the backward) on a third and W's on a fourth, beside
+        g_y's quantisers (the same kernels on the same inputs: the same bits)."""
 
     def layer_gradients(
         self,
@@ -211,11 +215,12 @@ def gradients_in_order(
     column_sums: bool,
     g_x_from: GradientFrom,
     g_w_from: WeightGradientFrom,
+    weight_codes_from: WeightCodesFrom,
     x_codes_from: XCodesFrom,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """:meth:`Backend.gradients` on one stream: both quantisations of g_y, then the g_x chain, then the g_w chain."""
     q = backend.quantize_grad_output(g_y, hq, hla, column_sums=column_sums)
-    g_x = g_x_from(q.hq_codes, q.hq_scale)
+    g_x = g_x_from(q.hq_codes, q.hq_scale, *weight_codes_from())
     return g_x, g_w_from(q.hla_codes, q.hla_scale, *x_codes_from()), q.column_sums
 
 
@@ -236,8 +241,9 @@ def layer_gradients_in_parts(
         hq,
         hla,
         column_sums,
-        lambda codes, scale: backend.hq_matmul(codes, scale, *backend.hq_quantize_weight(weight, hq), hq, gx_dtype),
+        lambda codes, scale, w_codes, w_scale: backend.hq_matmul(codes, scale, w_codes, w_scale, hq, gx_dtype),
         lambda codes, scale, x_codes, x_scale: backend.hla_matmul(codes, scale, x_codes, x_scale, hla),
+        lambda: backend.hq_quantize_weight(weight, hq),
         x_codes_from,
     )
 

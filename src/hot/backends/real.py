@@ -53,6 +53,7 @@ from . import (
     HLASpec,
     HQSpec,
     QuantizedGradOutput,
+    WeightCodesFrom,
     WeightGradientFrom,
     XCodesFrom,
     gradients_in_order,
@@ -102,7 +103,8 @@ def hla_one_launch(backend: RealBackend, enabled: bool) -> Iterator[None]:
 
 @functools.cache
 def _side_stream(device: torch.device, index: int = 0) -> torch.cuda.Stream:
-    """A second stream of a CUDA device for :meth:`RealBackend.gradients`: index 0 the g_w chain's, 1 x's codes'."""
+    """A side stream of a CUDA device for :meth:`RealBackend.gradients`: index 0 the g_w chain's, 1 x's codes', 2 W's
+    codes'."""
     return torch.cuda.Stream(device)
 
 
@@ -395,41 +397,50 @@ class RealBackend:
         column_sums: bool,
         g_x_from: GradientFrom,
         g_w_from: WeightGradientFrom,
+        weight_codes_from: WeightCodesFrom,
         x_codes_from: XCodesFrom,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """While a CUDA graph is captured: the g_w chain (HLA quantiser with the bias gradient, g_w_from) on a side
-        stream, x's codes (x_codes_from: stored codes, or x made again and quantised) on a third beside it, the g_x
-        chain (HQ quantiser, g_x_from) on the current one, then the current stream waits for both. A small layer's
-        kernels fill a fraction of the GPU, so the independent quantisers and the two chains run side by side.
-        Eager calls keep one stream: there a HOT step is bound by its host time, which the other streams' events
-        and switches add to (measured on an H100: 84.6 against 72.0 ms a ViT-B step eager, 49.5 against 50.8 in
-        CUDA graphs). The fused quantiser writes both code sets in one pass, so it keeps one stream, as does
-        ``side_stream=False``."""
+        stream, x's codes (x_codes_from: stored codes, or x made again and quantised) on a third beside it, W's codes
+        (weight_codes_from) on a fourth, the g_x chain (HQ quantiser, g_x_from once W's codes are there) on the
+        current one, then the current stream waits for all. A small layer's kernels fill a fraction of the GPU, so
+        the independent quantisers and the two chains run side by side: W's quantiser, the g_x chain's longest
+        kernel at small L, starts with the backward instead of after g_y's codes. Eager calls keep one stream:
+        there a HOT step is bound by its host time, which the other streams' events and switches add to (measured
+        on an H100: 84.6 against 72.0 ms a ViT-B step eager, 49.5 against 50.8 in CUDA graphs). The fused
+        quantiser writes both code sets in one pass, so it keeps one stream, as does ``side_stream=False``."""
         if (
             not self.side_stream
             or g_y.device.type != "cuda"
             or not torch.cuda.is_current_stream_capturing()
             or self.fuses_grad_output(g_y, hq, hla)
         ):
-            return gradients_in_order(self, g_y, hq, hla, column_sums, g_x_from, g_w_from, x_codes_from)
+            return gradients_in_order(
+                self, g_y, hq, hla, column_sums, g_x_from, g_w_from, weight_codes_from, x_codes_from
+            )
         current = torch.cuda.current_stream(g_y.device)
         side, operand = _side_stream(g_y.device), _side_stream(g_y.device, 1)
+        weight_stream = _side_stream(g_y.device, 2)
         # Every side section starts after all the current stream has queued, and the current stream waits for
         # them before anything reads their results: the caching allocator's per-stream reuse then needs no
         # record_stream (which graph capture does not take), for the side sections' blocks or for g_y.
-        side.wait_stream(current)
-        operand.wait_stream(current)
+        for stream in (side, operand, weight_stream):
+            stream.wait_stream(current)
         try:
+            with torch.cuda.stream(weight_stream):
+                w_codes = weight_codes_from()
             with torch.cuda.stream(operand):
                 x_codes = x_codes_from()
             with torch.cuda.stream(side):
                 codes, scale, sums = self._hla_quantize(g_y, hla, column_sums)
                 side.wait_stream(operand)
                 g_w = g_w_from(codes, scale, *x_codes)
-            g_x = g_x_from(*self.hq_quantize_grad_output(g_y, hq))
+            a_codes, a_scale = self.hq_quantize_grad_output(g_y, hq)
+            current.wait_stream(weight_stream)
+            g_x = g_x_from(a_codes, a_scale, *w_codes)
         finally:  # joined on an error too: an unjoined capture would end with a CUDA error in place of this one
-            current.wait_stream(operand)
-            current.wait_stream(side)
+            for stream in (weight_stream, operand, side):
+                current.wait_stream(stream)
         return g_x, g_w, sums
 
     def layer_gradients(
@@ -449,7 +460,7 @@ class RealBackend:
         composition."""
         gx_route = self._one_call_gx_route(g_y, weight, hq, hla, gx_dtype)
         if gx_route is None:
-            return layer_gradients_in_parts(self, g_y, weight, x_codes_from, hq, hla, gx_dtype, column_sums)
+            return self._layer_gradients_in_parts(g_y, weight, x_codes_from, hq, hla, gx_dtype, column_sums)
         x_codes, x_scale = x_codes_from()
         device, out_f, in_f = g_y.device, g_y.shape[1], weight.shape[1]
         gw_route = self._gw_route(device, out_f, *x_codes.shape) if x_codes.dim() == 2 else "reference"
@@ -483,6 +494,61 @@ class RealBackend:
             hash_rounds(hq.hash),  # the HLA spec's too: _one_call_gx_route checks
         )
         return g_x, g_w, sums if column_sums else None
+
+    def _layer_gradients_in_parts(
+        self,
+        g_y: torch.Tensor,
+        weight: torch.Tensor,
+        x_codes_from: XCodesFrom,
+        hq: HQSpec,
+        hla: HLASpec,
+        gx_dtype: torch.dtype,
+        column_sums: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """:func:`layer_gradients_in_parts`, except where g_x takes the FP8 route with per-token scales: there W's
+        quantiser also writes the GEMM's column scales (scale / block for each of the I columns, as the one-call
+        backward has it), so the g_x chain launches no kernel to make them (the same bits: one float multiply by
+        the same factor)."""
+        if not self._gx_columns_from_quantiser(g_y, weight, hq, gx_dtype):
+            return layer_gradients_in_parts(self, g_y, weight, x_codes_from, hq, hla, gx_dtype, column_sums)
+
+        def weight_codes() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            self.ops.check_float_matrix(weight, "weight")
+            fp8 = self._fp8_codes(weight.device, hq.bits, *weight.shape)
+            codes_t, scale, columns = self.ops.hq_quantize_weight(_aligned(weight), hq.block, hq.bits, fp8, True)
+            return mark_4bit(codes_t.t()), scale, columns
+
+        def g_x(codes: torch.Tensor, scale: torch.Tensor, w_codes: torch.Tensor, w_scale: torch.Tensor, columns):
+            self.ops.check_hq_matmul(codes, scale, w_codes, w_scale, hq.block)
+            # the column scales are over the block already: fp8_matmul's division by a block of 1 launches nothing
+            return self.ops.fp8_matmul(_aligned(codes), _flat(scale), _aligned(w_codes.t()), columns, 1, gx_dtype)
+
+        return self.gradients(
+            g_y,
+            hq,
+            hla,
+            column_sums,
+            g_x,
+            lambda codes, scale, x_codes, x_scale: self.hla_matmul(codes, scale, x_codes, x_scale, hla),
+            weight_codes,
+            x_codes_from,
+        )
+
+    def _gx_columns_from_quantiser(
+        self, g_y: torch.Tensor, weight: torch.Tensor, hq: HQSpec, gx_dtype: torch.dtype
+    ) -> bool:
+        """Whether :meth:`_layer_gradients_in_parts` takes W's column scales from its quantiser: g_x on the FP8 route
+        (4-bit codes) with g_y's per-token scales, on the kernels' quantisers."""
+        return (
+            g_y.is_cuda
+            and g_y.dim() == 2
+            and weight.dim() == 2
+            and gx_dtype in (torch.float32, torch.float16, torch.bfloat16)
+            and hq.bits == 4
+            and hq.granularity == "per_token"
+            and g_y.shape[0] > 0
+            and self._gx_route(g_y.device, True, g_y.shape[0], weight.shape[1]) == "fp8"
+        )
 
     def _one_call_gx_route(
         self, g_y: torch.Tensor, weight: torch.Tensor, hq: HQSpec, hla: HLASpec, gx_dtype: torch.dtype

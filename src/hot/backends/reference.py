@@ -16,6 +16,7 @@ from . import (
     HLASpec,
     HQSpec,
     QuantizedGradOutput,
+    WeightCodesFrom,
     WeightGradientFrom,
     XCodesFrom,
     gradients_in_order,
@@ -83,9 +84,10 @@ class ReferenceBackend:
         column_sums: bool,
         g_x_from: GradientFrom,
         g_w_from: WeightGradientFrom,
+        weight_codes_from: WeightCodesFrom,
         x_codes_from: XCodesFrom,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        return gradients_in_order(self, g_y, hq, hla, column_sums, g_x_from, g_w_from, x_codes_from)
+        return gradients_in_order(self, g_y, hq, hla, column_sums, g_x_from, g_w_from, weight_codes_from, x_codes_from)
 
     def layer_gradients(
         self,

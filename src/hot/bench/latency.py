@@ -10,9 +10,9 @@ per sample) at the paper's L and at L × 128, one backward's two gradient GEMMs 
   rows put back by one kernel (``hla_unproject``); ``lbp_wht_torch`` the training code's PyTorch ops
   (:meth:`hot.methods.LBPWHTMethod.backward_gemms`: gathers, a batched GEMM with the (8, 16) basis, scatters);
 - ``hot``: the real backend (hot-kernels) from fp32 g_y, x, W: Q4(HT(g_y)) per token, Q4(HT(W)) SAWB,
-  the g_x GEMM and dequantisation, and beside them on a second stream (:meth:`hot.backends.Backend.gradients`,
-  as in a captured training step) Q8(P g_y), the g_w GEMM and dequantisation, with Q8(P x) on a third stream
-  beside Q8(P g_y) (as a captured backward that makes x's codes runs it); ``hot_bf16``
+  the g_x GEMM and dequantisation, and beside them on a second stream Q8(P g_y), the g_w GEMM and dequantisation,
+  with Q8(P x) on a third stream beside Q8(P g_y) and Q4(HT(W)) on a fourth: the training backward
+  (:meth:`hot.backends.Backend.layer_gradients`) as a captured step that makes x's codes runs it; ``hot_bf16``
   the same from bf16 tensors; ``hot.<stage>`` each stage alone; ``hot_multi_launch`` ``hot`` with HLA's
   one-launch path off (each HLA quantiser a memset, an amax pass and a code pass, as before that path).
 
@@ -35,7 +35,7 @@ import torch
 from ..backends.real import hla_one_launch
 from ..config import HOTConfig
 from ..hla import HLAWindows, hla_windows
-from ..methods import Keys, LayerState, LBPWHTMethod, layer_specs
+from ..methods import Keys, LayerSpecs, LayerState, LBPWHTMethod, layer_specs
 from .timing import replayable, time_replays
 
 SCALES = (1, 128)
@@ -46,10 +46,15 @@ def _cublas(g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor) -> Callable[[],
     return lambda: (g_y @ w, g_y.t() @ x)
 
 
+def hot_specs(out_features: int, tokens: int) -> LayerSpecs:
+    """The quantisers' specs of a figure layer: the default config, HLA in 1×16 strips (the figure's rows give T,
+    not a grid), keys of step 0."""
+    return layer_specs(HOTConfig(hla_blocking="paper"), out_features, hla_windows(tokens, "paper"), Keys(0, 0, 0))
+
+
 def _hot(backend: Any, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, tokens: int) -> dict[str, Callable]:
     """The full HOT backward and each of its stages (stage inputs precomputed)."""
-    windows = hla_windows(tokens, "paper")  # the figure's rows give T, not a grid: 1×16 strips
-    specs = layer_specs(HOTConfig(hla_blocking="paper"), w.shape[0], windows, Keys(0, 0, 0))
+    specs = hot_specs(w.shape[0], tokens)
     hq, gy, inp = specs.grad_output, specs.grad_output_hla, specs.input_hla
 
     def quant_gy() -> tuple:
@@ -67,17 +72,9 @@ def _hot(backend: Any, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, toke
     a, b, gq, xq = quant_gy(), quant_w(), hla_gy(), hla_x()
 
     def full() -> tuple:
-        # as a captured training backward runs them (Backend.layer_gradients in a CUDA graph): the g_w chain beside
-        # the g_x chain, x's codes beside g_y's HLA codes
-        return backend.gradients(
-            g_y,
-            hq,
-            gy,
-            False,
-            lambda codes, scale: backend.hq_matmul(codes, scale, *quant_w(), hq),
-            lambda codes, scale, x_codes, x_scale: backend.hla_matmul(codes, scale, x_codes, x_scale, gy),
-            hla_x,
-        )
+        # the training backward (Backend.layer_gradients), as a captured step runs it: W's codes, x's codes and the
+        # g_w chain on side streams beside the g_x chain
+        return backend.layer_gradients(g_y, w, hla_x, hq, gy, torch.float32, False)
 
     return {
         "hot": full,

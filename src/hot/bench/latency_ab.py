@@ -1,10 +1,12 @@
 """Interleaved A/B of the latency figure's HOT backward (``hot latency``'s rows at the paper's L) on one GPU.
 
-Variants, each captured once in a CUDA graph: ``fp32`` (cuBLAS), and HOT's captured backward as ``hot latency``
-times it (``Backend.gradients``: the g_w chain and x's codes on side streams) with HLA's one-launch path on
-(``one``) or off (``two``: memset, amax pass, code pass). The variants are then timed in turn, round after round
-(GPU time, the launch hidden behind a busy-wait), so clock drift and other tenants land on all of them alike; each
-row reports the median over rounds of each round's median.
+Variants, each captured once in a CUDA graph: ``fp32`` (cuBLAS); HOT's captured backward as ``hot latency`` times
+it (``Backend.layer_gradients``: the g_w chain, x's codes and W's codes on side streams, W's quantiser writing the
+FP8 GEMM's column scales) as ``hot``; ``w_beside``, the same with the column scales made by their own launch in the
+g_x chain (``hq_matmul``); ``w_in_chain``, W quantised in the g_x chain after g_y's codes, as before W had a stream;
+and ``two``, ``hot`` with HLA's one-launch path off (memset, amax pass, code pass). The variants are then timed in
+turn, round after round (GPU time, the launch hidden behind a busy-wait), so clock drift and other tenants land on
+all of them alike; each row reports the median over rounds of each round's median.
 
     python -m hot.bench.latency_ab OUT.json [ROUNDS]
 """
@@ -19,8 +21,34 @@ import torch
 from ..backends.real import RealBackend, hla_one_launch
 from ..paper import paper_values
 from ..results import write_json_atomic
-from .latency import _cublas, _hot
+from .latency import _cublas, _hot, hot_specs
 from .timing import replayable, time_replays
+
+
+def _compositions(backend: RealBackend, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, tokens: int) -> dict:
+    """The captured backward composed as it was before each of its changes (the same kernels, so the same bits)."""
+    specs = hot_specs(w.shape[0], tokens)
+    hq, gy, inp = specs.grad_output, specs.grad_output_hla, specs.input_hla
+
+    def x_codes() -> tuple:
+        return backend.hla_quantize(x, inp)
+
+    def g_w(codes: torch.Tensor, scale: torch.Tensor, x_c: torch.Tensor, x_s: torch.Tensor) -> torch.Tensor:
+        return backend.hla_matmul(codes, scale, x_c, x_s, gy)
+
+    def w_beside() -> tuple:
+        def g_x(codes: torch.Tensor, scale: torch.Tensor, w_c: torch.Tensor, w_s: torch.Tensor) -> torch.Tensor:
+            return backend.hq_matmul(codes, scale, w_c, w_s, hq)
+
+        return backend.gradients(g_y, hq, gy, False, g_x, g_w, lambda: backend.hq_quantize_weight(w, hq), x_codes)
+
+    def w_in_chain() -> tuple:
+        def g_x(codes: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+            return backend.hq_matmul(codes, scale, *backend.hq_quantize_weight(w, hq), hq)
+
+        return backend.gradients(g_y, hq, gy, False, g_x, g_w, tuple, x_codes)
+
+    return {"w_beside": w_beside, "w_in_chain": w_in_chain}
 
 
 def main(out: str, rounds: int = 7) -> None:
@@ -38,10 +66,13 @@ def main(out: str, rounds: int = 7) -> None:
         w = torch.randn(out_f, in_f, device="cuda", generator=gen) * 0.02
         runs = {}
         runs["fp32"], _ = replayable(_cublas(g_y, w, x))
-        for name, one in (("one", True), ("two", False)):
-            with hla_one_launch(backend, one):
-                runs[name], mode = replayable(_hot(backend, g_y, w, x, tokens)["hot"])
+        variants = {"hot": _hot(backend, g_y, w, x, tokens)["hot"], **_compositions(backend, g_y, w, x, tokens)}
+        for name, fn in variants.items():
+            runs[name], mode = replayable(fn)
             assert mode == "graph", (name, mode)
+        with hla_one_launch(backend, False):
+            runs["two"], mode = replayable(variants["hot"])
+        assert mode == "graph", ("two", mode)
         times: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(rounds):
             for name, run in runs.items():

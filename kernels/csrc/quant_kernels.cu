@@ -311,10 +311,11 @@ __device__ __forceinline__ void load_column_block(const T* w, int64_t in_cols, i
   for (int k = 0; k < N; ++k) v[k] = to_float(w[(g * N + k) * in_cols + col]);
 }
 
-// sawb_partials's CTAs that see any item: the others' partials are zeros, which the index-order sums and the max
-// skip without changing a bit (s + 0.0 == s for the non-negative sums, max(m, 0) == m). At the latency figure's
-// small W (tens of CTAs' worth) this takes about 1.3 µs of serial double additions off W's quantiser.
-__device__ __forceinline__ int sawb_blocks_used(int64_t work) {
+// The CTAs that see any item: sawb_partials's grid. Below kSawbBlocks of them every thread has at most one item, the
+// one it would have in a grid of kSawbBlocks, so each CTA's partials keep their bits, and the sums and the max fold
+// these CTAs' partials only. A full grid of kSawbBlocks for a small W (the latency figure's) left hundreds of empty
+// CTAs taking SM slots from the kernels beside it on other streams.
+__host__ __device__ __forceinline__ int sawb_blocks_used(int64_t work) {
   const int64_t used = (work + kThreads - 1) / kThreads;
   return used < kSawbBlocks ? static_cast<int>(used) : kSawbBlocks;
 }
@@ -376,14 +377,15 @@ __global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t
   __shared__ double staged[3 * kSawbBlocks];
   __shared__ double sums[2];
   __shared__ float amax;
+  const int64_t work = groups * in_cols, out_rows = groups * N;
+  const int used = sawb_blocks_used(work);  // pass 1's grid: the partials written
 #pragma unroll
   for (int k = 0; k < 3 * kSawbBlocks / kThreads; ++k) {
-    staged[k * kThreads + threadIdx.x] = partials[k * kThreads + threadIdx.x];
+    const int p = k * kThreads + threadIdx.x;
+    if (p < 3 * used) staged[p] = partials[p];
   }
   __syncthreads();
-  const int64_t work = groups * in_cols, out_rows = groups * N;
   // The two sums on lanes 0 and 1 of warp 0 (one instruction stream), the max on warp 1 beside them.
-  const int used = sawb_blocks_used(work);
   if (threadIdx.x < 2) sums[threadIdx.x] = sawb_partial_sum(staged, used, threadIdx.x);
   if (threadIdx.x == 32) amax = sawb_partial_max(staged, used);
   __syncthreads();
@@ -409,7 +411,7 @@ template <typename T, int N>
 void launch_weight(const T* w, int64_t out_rows, int64_t in_cols, int qmax, bool sawb4, bool fp8, int8_t* codes_t,
                    float* scale, float* column_scales, double* partials, cudaStream_t stream) {
   const int64_t groups = out_rows / N;
-  sawb_partials<T, N><<<kSawbBlocks, kThreads, 0, stream>>>(w, groups, in_cols, partials);
+  sawb_partials<T, N><<<sawb_blocks_used(groups * in_cols), kThreads, 0, stream>>>(w, groups, in_cols, partials);
   weight_quantize<T, N><<<grid_for(groups * in_cols), kThreads, 0, stream>>>(w, groups, in_cols, partials, sawb4,
                                                                              qmax, fp8, codes_t, scale,
                                                                              column_scales);

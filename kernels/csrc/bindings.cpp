@@ -152,7 +152,6 @@ std::vector<at::Tensor> quantize_weight(const at::Tensor& w, int64_t block, int6
   return column_scales ? std::vector<at::Tensor>{codes_t, scale, columns} : std::vector<at::Tensor>{codes_t, scale};
 }
 
-
 // HLA windows (tokens, prefix, height, width, window_w) checked against L (x C channels): whole samples, a grid
 // that accounts for T, 4x4 windows or 1x16 strips, and a sample's T x C elements below 2^31 (the kernels address
 // a unit's rows at 32-bit offsets from its first).

@@ -321,7 +321,7 @@ __host__ __device__ __forceinline__ int sawb_blocks_used(int64_t work) {
 }
 
 // Pass 1: per-block partial sums of b^2 and |b| (double: exact products, tiny rounding) and max |b|.
-// A fixed grid and a fixed tree make the result deterministic.
+// A grid fixed by W's shape and a fixed tree make the result deterministic.
 template <typename T, int N>
 __global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t in_cols, double* partials) {
   double s2 = 0.0, s1 = 0.0;

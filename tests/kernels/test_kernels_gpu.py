@@ -1002,6 +1002,22 @@ def test_a_layer_backward_in_one_call_equals_its_calls_one_by_one(
         assert a is None or torch.equal(a, b)
 
 
+def test_one_token_keeps_the_column_scales_launch() -> None:
+    """One token's one scale and W's one make fp8_matmul tensor-wise: I column scales from W's quantiser would take
+    the row-wise epilogue instead, so a capture of one token keeps the calls of layer_gradients_in_parts."""
+    from hot.methods import Keys, layer_specs
+
+    real = RealBackend()
+    hq = layer_specs(HOTConfig(hla_blocking="paper"), 96, _paper(197), Keys(7, 1, 3)).grad_output
+    w = torch.zeros(96, 64, device=CUDA)
+    one, two = torch.zeros(1, 96, device=CUDA), torch.zeros(2, 96, device=CUDA)
+    if real._gx_route(two.device, True, 2, 64) != "fp8":
+        pytest.skip("this GPU or torch has no FP8 GEMM route")
+    assert hq.granularity == "per_token"
+    assert not real._gx_columns_from_quantiser(one, w, hq, torch.float32)
+    assert real._gx_columns_from_quantiser(two, w, hq, torch.float32)
+
+
 def test_the_integer_gemm_route_names_an_unknown_route() -> None:
     a = torch.zeros(32, 32, dtype=torch.int8, device=CUDA)
     one = torch.ones(1, device=CUDA)
@@ -1009,7 +1025,8 @@ def test_the_integer_gemm_route_names_an_unknown_route() -> None:
         RealBackend().ops.int_matmul(a, a, one, one, 1.0, "int2")
 
 
-def test_an_error_on_the_side_stream_reaches_the_caller_with_the_capture_joined() -> None:
+@pytest.mark.parametrize("where", ["g_w chain", "W's codes"])
+def test_an_error_on_the_side_stream_reaches_the_caller_with_the_capture_joined(where: str) -> None:
     from hot.methods import Keys, layer_specs
 
     real = RealBackend()
@@ -1017,7 +1034,7 @@ def test_an_error_on_the_side_stream_reaches_the_caller_with_the_capture_joined(
     g_y = _randn(394, 96, seed=5).to(CUDA)
 
     def fails(*codes: torch.Tensor) -> torch.Tensor:
-        raise RuntimeError("g_w chain failed")
+        raise RuntimeError(f"{where} failed")
 
     def x_codes() -> tuple[torch.Tensor, torch.Tensor]:
         return g_y, g_y
@@ -1025,8 +1042,9 @@ def test_an_error_on_the_side_stream_reaches_the_caller_with_the_capture_joined(
     hq, hla = specs.grad_output, specs.grad_output_hla
     real.gradients(g_y, hq, hla, False, lambda c, *_: c, lambda c, *_: c, x_codes, x_codes)  # warm-up
     torch.cuda.synchronize()
-    with pytest.raises(RuntimeError, match="g_w chain failed"), torch.cuda.graph(torch.cuda.CUDAGraph()):
-        real.gradients(g_y, hq, hla, False, lambda c, *_: c, fails, x_codes, x_codes)
+    g_w_from, w_codes_from = (fails, x_codes) if where == "g_w chain" else (lambda c, *_: c, fails)
+    with pytest.raises(RuntimeError, match=f"{where} failed"), torch.cuda.graph(torch.cuda.CUDAGraph()):
+        real.gradients(g_y, hq, hla, False, lambda c, *_: c, g_w_from, w_codes_from, x_codes)
     torch.cuda.synchronize()  # the device is usable afterwards
     assert not torch.cuda.is_current_stream_capturing()
 

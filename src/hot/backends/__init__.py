@@ -40,7 +40,7 @@ WeightGradientFrom = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.T
 # x's HLA codes and scale for g_w (what the forward kept, or quantised when asked): what layer_gradients is given.
 XCodesFrom = Callable[[], tuple[torch.Tensor, torch.Tensor]]
 # W's operand for g_x (its HQ codes and scale, and whatever else the backend's GradientFrom takes with them).
-WeightCodesFrom = Callable[[], tuple[torch.Tensor | None, ...]]
+WeightCodesFrom = Callable[[], tuple[torch.Tensor, ...]]
 
 
 def _check_key(key: object) -> None:

@@ -456,8 +456,8 @@ class RealBackend:
         """One call of the compiled ops (``layer_gradients``) where the backward runs on one stream with the
         kernels' quantisers and GEMMs: the kernels of :func:`layer_gradients_in_parts` on the same inputs (so the
         same bits), without a Python call per kernel (an eager HOT step is bound by its host time). Elsewhere (a
-        capture with the side stream, the fused g_y quantiser, options or shapes on the reference ops) that
-        composition."""
+        capture with the side streams, the fused g_y quantiser, options or shapes on the reference ops) that
+        composition, as :meth:`_layer_gradients_in_parts` runs it."""
         gx_route = self._one_call_gx_route(g_y, weight, hq, hla, gx_dtype)
         if gx_route is None:
             return self._layer_gradients_in_parts(g_y, weight, x_codes_from, hq, hla, gx_dtype, column_sums)
@@ -466,7 +466,7 @@ class RealBackend:
         gw_route = self._gw_route(device, out_f, *x_codes.shape) if x_codes.dim() == 2 else "reference"
         if gw_route == "reference":
             codes = x_codes, x_scale
-            return layer_gradients_in_parts(self, g_y, weight, lambda: codes, hq, hla, gx_dtype, column_sums)
+            return self._layer_gradients_in_parts(g_y, weight, lambda: codes, hq, hla, gx_dtype, column_sums)
         windows, rows, bits, stochastic, hla_key, hla_step = _hla_args(hla)
         hq_key, hq_step = _key_arg(hq.key)
         g_x, g_w, sums = self.ops.layer_gradients(
@@ -516,9 +516,15 @@ class RealBackend:
             self.ops.check_float_matrix(weight, "weight")
             fp8 = self._fp8_codes(weight.device, hq.bits, *weight.shape)
             codes_t, scale, columns = self.ops.hq_quantize_weight(_aligned(weight), hq.block, hq.bits, fp8, True)
-            return mark_4bit(codes_t.t()), scale, columns
+            return codes_t.t(), scale, columns
 
-        def g_x(codes: torch.Tensor, scale: torch.Tensor, w_codes: torch.Tensor, w_scale: torch.Tensor, columns):
+        def g_x(
+            codes: torch.Tensor,
+            scale: torch.Tensor,
+            w_codes: torch.Tensor,
+            w_scale: torch.Tensor,
+            columns: torch.Tensor,
+        ) -> torch.Tensor:
             self.ops.check_hq_matmul(codes, scale, w_codes, w_scale, hq.block)
             # the column scales are over the block already: fp8_matmul's division by a block of 1 launches nothing
             return self.ops.fp8_matmul(_aligned(codes), _flat(scale), _aligned(w_codes.t()), columns, 1, gx_dtype)
@@ -538,7 +544,9 @@ class RealBackend:
         self, g_y: torch.Tensor, weight: torch.Tensor, hq: HQSpec, gx_dtype: torch.dtype
     ) -> bool:
         """Whether :meth:`_layer_gradients_in_parts` takes W's column scales from its quantiser: g_x on the FP8 route
-        (4-bit codes) with g_y's per-token scales, on the kernels' quantisers."""
+        (4-bit codes) with g_y's per-token scales, on the kernels' quantisers, and more than one token (one token's
+        one scale and W's one make ``fp8_matmul`` tensor-wise, another epilogue than the row-wise one I column
+        scales would take)."""
         return (
             g_y.is_cuda
             and g_y.dim() == 2
@@ -546,7 +554,7 @@ class RealBackend:
             and gx_dtype in (torch.float32, torch.float16, torch.bfloat16)
             and hq.bits == 4
             and hq.granularity == "per_token"
-            and g_y.shape[0] > 0
+            and g_y.shape[0] > 1
             and self._gx_route(g_y.device, True, g_y.shape[0], weight.shape[1]) == "fp8"
         )
 

@@ -3,7 +3,8 @@
 Variants, each captured once in a CUDA graph: ``fp32`` (cuBLAS); HOT's captured backward as ``hot latency`` times
 it (``Backend.layer_gradients``: the g_w chain, x's codes and W's codes on side streams, W's quantiser writing the
 FP8 GEMM's column scales) as ``hot``; ``w_beside``, the same with the column scales made by their own launch in the
-g_x chain (``hq_matmul``); ``w_in_chain``, W quantised in the g_x chain after g_y's codes, as before W had a stream;
+g_x chain (``hq_matmul``); ``w_in_chain``, W quantised in the g_x chain after g_y's codes, as before W had a stream
+(its own stream is still forked and joined, empty);
 and ``two``, ``hot`` with HLA's one-launch path off (memset, amax pass, code pass). The variants are then timed in
 turn, round after round (GPU time, the launch hidden behind a busy-wait), so clock drift and other tenants land on
 all of them alike; each row reports the median over rounds of each round's median.

@@ -233,17 +233,24 @@ def layer_gradients_in_parts(
     hla: HLASpec,
     gx_dtype: torch.dtype,
     column_sums: bool,
+    weight_codes_from: WeightCodesFrom | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """:meth:`Backend.layer_gradients` through the backend's own calls: :meth:`Backend.gradients` with W quantised
-    and multiplied in the g_x chain, x's codes got and multiplied in the g_w chain."""
+    (``weight_codes_from``, by default :meth:`Backend.hq_quantize_weight`; what it gives after W's codes and scale
+    goes on to ``hq_matmul``) and multiplied in the g_x chain, x's codes got and multiplied in the g_w chain."""
+
+    def g_x(codes: torch.Tensor, scale: torch.Tensor, *w_operand: torch.Tensor) -> torch.Tensor:
+        w_codes, w_scale, *extra = w_operand
+        return backend.hq_matmul(codes, scale, w_codes, w_scale, hq, gx_dtype, *extra)
+
     return backend.gradients(
         g_y,
         hq,
         hla,
         column_sums,
-        lambda codes, scale, w_codes, w_scale: backend.hq_matmul(codes, scale, w_codes, w_scale, hq, gx_dtype),
+        g_x,
         lambda codes, scale, x_codes, x_scale: backend.hla_matmul(codes, scale, x_codes, x_scale, hla),
-        lambda: backend.hq_quantize_weight(weight, hq),
+        weight_codes_from or (lambda: backend.hq_quantize_weight(weight, hq)),
         x_codes_from,
     )
 

@@ -290,11 +290,20 @@ class RealBackend:
         return mark_4bit(codes) if spec.bits == 4 else codes, scale
 
     def hq_quantize_weight(self, weight: torch.Tensor, spec: HQSpec) -> tuple[torch.Tensor, torch.Tensor]:
+        codes, scale = self._weight_codes(weight, spec)
+        return codes, scale
+
+    def _weight_codes(
+        self, weight: torch.Tensor, spec: HQSpec, column_scales: bool = False
+    ) -> tuple[torch.Tensor, ...]:
+        """Q(HT(W)): its codes (O, I), a view of the kernel's transposed ones, marked 4-bit where they are, and its
+        scale; with ``column_scales`` also the FP8 GEMM's column scales (I), scale / block, for :meth:`hq_matmul`'s
+        ``b_columns``."""
         self.ops.check_float_matrix(weight, "weight")
         w = _aligned(weight)
         fp8 = self._fp8_codes(w.device, spec.bits, *w.shape)
-        codes_t, scale = self.ops.hq_quantize_weight(w, spec.block, spec.bits, fp8)
-        return mark_4bit(codes_t.t()) if spec.bits == 4 else codes_t.t(), scale
+        codes_t, *scales = self.ops.hq_quantize_weight(w, spec.block, spec.bits, fp8, column_scales)
+        return mark_4bit(codes_t.t()) if spec.bits == 4 else codes_t.t(), *scales
 
     def hq_matmul(
         self,
@@ -304,13 +313,21 @@ class RealBackend:
         b_scale: torch.Tensor,
         spec: HQSpec,
         out_dtype: torch.dtype = torch.float32,
+        b_columns: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """The Backend's ``hq_matmul``. ``b_columns``: b's scale over the block for each of its columns, as W's
+        quantiser writes them (``_weight_codes(..., column_scales=True)``); the FP8 route's row-wise GEMM (a_scale
+        per row) takes them in place of a launch that makes them, with the same bits. Unused elsewhere."""
         self.ops.check_hq_matmul(a_codes, a_scale, b_codes, b_scale, spec.block)
         if out_dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise ValueError(f"out_dtype must be float32, float16 or bfloat16, got {out_dtype}")
         narrow = _is_4bit(a_codes) and _is_4bit(b_codes)
         route = self._gx_route(a_codes.device, narrow, a_codes.shape[0], b_codes.shape[1])
         a, b_t = _aligned(a_codes), _aligned(b_codes.t())  # b_t (I, O): K contiguous; hq_quantize_weight's as is
+        if route == "fp8" and b_columns is not None and a_scale.numel() > 1:
+            # over the block already: fp8_matmul's division by a block of 1 launches nothing (one row scale and one
+            # column scale would make the GEMM tensor-wise, another epilogue: those keep the path below)
+            return self.ops.fp8_matmul(a, _flat(a_scale), b_t, b_columns, 1, out_dtype)
         if route == "fp8":
             return self.ops.fp8_matmul(a, _flat(a_scale), b_t, _flat(b_scale), spec.block, out_dtype)
         return self._integer_product(a, b_t, a_scale, b_scale, float(spec.block), route).to(out_dtype)
@@ -507,38 +524,11 @@ class RealBackend:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """:func:`layer_gradients_in_parts`, except where g_x takes the FP8 route with per-token scales: there W's
         quantiser also writes the GEMM's column scales (scale / block for each of the I columns, as the one-call
-        backward has it), so the g_x chain launches no kernel to make them (the same bits: one float multiply by
-        the same factor)."""
-        if not self._gx_columns_from_quantiser(g_y, weight, hq, gx_dtype):
-            return layer_gradients_in_parts(self, g_y, weight, x_codes_from, hq, hla, gx_dtype, column_sums)
-
-        def weight_codes() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-            self.ops.check_float_matrix(weight, "weight")
-            fp8 = self._fp8_codes(weight.device, hq.bits, *weight.shape)
-            codes_t, scale, columns = self.ops.hq_quantize_weight(_aligned(weight), hq.block, hq.bits, fp8, True)
-            return codes_t.t(), scale, columns
-
-        def g_x(
-            codes: torch.Tensor,
-            scale: torch.Tensor,
-            w_codes: torch.Tensor,
-            w_scale: torch.Tensor,
-            columns: torch.Tensor,
-        ) -> torch.Tensor:
-            self.ops.check_hq_matmul(codes, scale, w_codes, w_scale, hq.block)
-            # the column scales are over the block already: fp8_matmul's division by a block of 1 launches nothing
-            return self.ops.fp8_matmul(_aligned(codes), _flat(scale), _aligned(w_codes.t()), columns, 1, gx_dtype)
-
-        return self.gradients(
-            g_y,
-            hq,
-            hla,
-            column_sums,
-            g_x,
-            lambda codes, scale, x_codes, x_scale: self.hla_matmul(codes, scale, x_codes, x_scale, hla),
-            weight_codes,
-            x_codes_from,
-        )
+        backward has it), which :meth:`hq_matmul` takes, so the g_x chain launches no kernel to make them (the same
+        bits: one float multiply by the same factor)."""
+        columns = self._gx_columns_from_quantiser(g_y, weight, hq, gx_dtype)
+        weight_codes = (lambda: self._weight_codes(weight, hq, column_scales=True)) if columns else None
+        return layer_gradients_in_parts(self, g_y, weight, x_codes_from, hq, hla, gx_dtype, column_sums, weight_codes)
 
     def _gx_columns_from_quantiser(
         self, g_y: torch.Tensor, weight: torch.Tensor, hq: HQSpec, gx_dtype: torch.dtype

@@ -129,27 +129,88 @@ std::vector<at::Tensor> hq_quantize_grad_output(const at::Tensor& g_y, int64_t b
   return {codes, scale};
 }
 
-// (codes_t (I, O) int8 = W's codes transposed, or float8 e4m3 with fp8; scale ()).
-// Q(HT(W)): (codes_t (I, O), scale ()), and with column_scales the FP8 GEMM's column scale vector (I): scale / block.
-std::vector<at::Tensor> quantize_weight(const at::Tensor& w, int64_t block, int64_t bits, bool fp8, bool column_scales) {
+// W checked, its outputs and scratch made, as hot::hq_quantize_weight takes them.
+struct WeightOutputs {
+  hot::WeightQuantizeCall call;
+  at::Tensor codes_t, scale, columns, partials;
+
+  std::vector<at::Tensor> tensors(bool column_scales) const {
+    return column_scales ? std::vector<at::Tensor>{codes_t, scale, columns} : std::vector<at::Tensor>{codes_t, scale};
+  }
+};
+
+WeightOutputs weight_outputs(const at::Tensor& w, int64_t block, int64_t bits, bool fp8, bool column_scales) {
   check_cuda(w, "weight");
   TORCH_CHECK_VALUE(w.dim() == 2, "weight must be 2-D (O, I), got ", num(w.dim()), "-D");
   TORCH_CHECK_VALUE(w.numel() > 0, "weight is empty");
   const auto type = float_type(w, "weight");
   check_block(block, w.size(0), "O");
   const int qmax = operand_qmax(bits, fp8);
-  const c10::cuda::CUDAGuard guard(w.device());
   auto opts = w.options();
-  auto codes_t = at::empty({w.size(1), w.size(0)}, opts.dtype(fp8 ? at::kFloat8_e4m3fn : at::kChar));
-  auto scale = at::empty({}, opts.dtype(at::kFloat));
-  auto columns = at::empty({column_scales ? w.size(1) : 0}, opts.dtype(at::kFloat));
-  auto partials = at::empty({hot::sawb_partials_size()}, opts.dtype(at::kDouble));
-  hot::hq_quantize_weight(w.data_ptr(), type, w.size(0), w.size(1), static_cast<int>(block), qmax, bits == 4, fp8,
-                          static_cast<int8_t*>(codes_t.data_ptr()), scale.data_ptr<float>(),
-                          column_scales ? columns.data_ptr<float>() : nullptr, partials.data_ptr<double>(),
-                          c10::cuda::getCurrentCUDAStream());
+  WeightOutputs out;
+  out.codes_t = at::empty({w.size(1), w.size(0)}, opts.dtype(fp8 ? at::kFloat8_e4m3fn : at::kChar));
+  out.scale = at::empty({}, opts.dtype(at::kFloat));
+  out.columns = at::empty({column_scales ? w.size(1) : 0}, opts.dtype(at::kFloat));
+  out.partials = at::empty({hot::sawb_partials_size()}, opts.dtype(at::kDouble));
+  out.call = {w.data_ptr(), type, w.size(0), w.size(1), static_cast<int>(block), qmax, bits == 4, fp8,
+              static_cast<int8_t*>(out.codes_t.data_ptr()), out.scale.data_ptr<float>(),
+              column_scales ? out.columns.data_ptr<float>() : nullptr, out.partials.data_ptr<double>()};
+  return out;
+}
+
+void run_weight(const hot::WeightQuantizeCall& c, cudaStream_t stream) {
+  hot::hq_quantize_weight(c.w, c.type, c.out_rows, c.in_cols, c.block, c.qmax, c.sawb4, c.fp8, c.codes_t, c.scale,
+                          c.column_scales, c.partials, stream);
+}
+
+// (codes_t (I, O) int8 = W's codes transposed, or float8 e4m3 with fp8; scale ()).
+// Q(HT(W)): (codes_t (I, O), scale ()), and with column_scales the FP8 GEMM's column scale vector (I): scale / block.
+std::vector<at::Tensor> quantize_weight(const at::Tensor& w, int64_t block, int64_t bits, bool fp8, bool column_scales) {
+  const c10::cuda::CUDAGuard guard(w.device());
+  const WeightOutputs out = weight_outputs(w, block, bits, fp8, column_scales);
+  run_weight(out.call, c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return column_scales ? std::vector<at::Tensor>{codes_t, scale, columns} : std::vector<at::Tensor>{codes_t, scale};
+  return out.tensors(column_scales);
+}
+
+// quantize_weight's results, then hq_quantize_grad_output's for a per-token scale (w's bits and block), from two
+// launches where W's code pass and g_y's rows share one (hot::hq_quantize_weight_and_grad_output), else from each
+// quantiser's own: the same bits either way.
+std::vector<at::Tensor> quantize_weight_and_grad_output(const at::Tensor& w, const at::Tensor& g_y, int64_t block,
+                                                        int64_t bits, bool w_fp8, bool column_scales,
+                                                        const std::vector<int64_t>& key, bool g_fp8,
+                                                        const std::optional<at::Tensor>& step, int64_t hash_rounds) {
+  check_cuda(g_y, "g_y");
+  check_aligned(g_y, "g_y");
+  TORCH_CHECK_VALUE(g_y.dim() == 2, "g_y must be 2-D (L, O), got ", num(g_y.dim()), "-D");
+  TORCH_CHECK_VALUE(g_y.device() == w.device(), "g_y is on ", g_y.device(), ", weight on ", w.device());
+  TORCH_CHECK_VALUE(g_y.size(1) == w.size(0), "g_y has ", num(g_y.size(1)), " columns, weight ", num(w.size(0)),
+                    " rows (O)");
+  const auto g_type = float_type(g_y, "g_y");
+  const c10::cuda::CUDAGuard guard(w.device());
+  const WeightOutputs out = weight_outputs(w, block, bits, w_fp8, column_scales);
+  const int g_qmax = operand_qmax(bits, g_fp8);
+  TORCH_CHECK_VALUE(g_y.size(0) <= INT32_MAX, "g_y has too many rows for one launch");
+  const hot::HashKey hash = hash_key_arg(key, step, g_y.device(), "key", hash_rounds);
+  auto opts = g_y.options();
+  auto codes = at::empty(g_y.sizes(), opts.dtype(g_fp8 ? at::kFloat8_e4m3fn : at::kChar));
+  auto scale = at::empty({g_y.size(0), 1}, opts.dtype(at::kFloat));
+  const auto stream = c10::cuda::getCurrentCUDAStream();
+  auto* g_codes = static_cast<int8_t*>(codes.data_ptr());
+  if (g_y.numel() == 0 || g_qmax != out.call.qmax ||
+      !hot::hq_quantize_weight_and_grad_output(out.call, g_y.data_ptr(), g_type, g_y.size(0), g_y.size(1), hash,
+                                               g_fp8, g_codes, scale.data_ptr<float>(), stream)) {
+    run_weight(out.call, stream);
+    if (g_y.numel() > 0) {
+      hot::hq_quantize_grad_output(g_y.data_ptr(), g_type, g_y.size(0), g_y.size(1), static_cast<int>(block), g_qmax,
+                                   true, hash, g_fp8, g_codes, scale.data_ptr<float>(), nullptr, stream);
+    }
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  auto tensors = out.tensors(column_scales);
+  tensors.push_back(codes);
+  tensors.push_back(scale);
+  return tensors;
 }
 
 // HLA windows (tokens, prefix, height, width, window_w) checked against L (x C channels): whole samples, a grid
@@ -215,6 +276,52 @@ std::pair<hot::InType, HlaArgs> hla_input(const at::Tensor& t, const std::vector
   return {type, hla_args(t.size(0), t.size(1), windows, rows)};
 }
 
+// t checked, its outputs and scratch made, as hot::hla_quantize takes them.
+struct HlaOutputs {
+  hot::InType type;
+  HlaArgs hla;
+  int qmax;
+  bool per_channel, stochastic;
+  hot::HashKey hash;
+  hot::HlaScratch scratch;
+  at::Tensor t, codes_t, scale, amax, sums, partials;
+
+  hot::ColumnSums column_sums() const {
+    const bool asked = sums.numel() > 0;
+    return {asked ? partials.data_ptr<float>() : nullptr, asked ? sums.data_ptr<float>() : nullptr};
+  }
+  uint32_t* amax_bits() const { return reinterpret_cast<uint32_t*>(amax.data_ptr<int32_t>()); }
+  void run(cudaStream_t stream) const {
+    hot::hla_quantize(t.data_ptr(), type, t.size(0), t.size(1), hla.windows, hla.kept.data(), hla.rank(), qmax,
+                      per_channel, stochastic, hash, codes_t.data_ptr<int8_t>(), scale.data_ptr<float>(), scratch,
+                      amax_bits(), column_sums(), stream);
+  }
+  hot::HlaQuantizeCall call() const {
+    return {t.data_ptr(), type, t.size(0), t.size(1), hla.windows, hla.kept.data(), hla.rank(), qmax, stochastic,
+            hash, codes_t.data_ptr<int8_t>(), scale.data_ptr<float>(), amax_bits(), column_sums()};
+  }
+};
+
+HlaOutputs hla_outputs(const at::Tensor& t, const std::vector<int64_t>& windows, const std::vector<int64_t>& rows,
+                       int64_t bits, bool stochastic, bool per_channel, const std::vector<int64_t>& key,
+                       bool column_sums, const std::optional<at::Tensor>& step, int64_t hash_rounds) {
+  auto [type, hla] = hla_input(t, windows, rows);
+  HlaOutputs out{type, std::move(hla), qmax_of(bits), per_channel, stochastic,
+                 hash_key_arg(key, step, t.device(), "key", hash_rounds)};
+  const HlaArgs& h = out.hla;
+  auto opts = t.options();
+  out.t = t;
+  out.codes_t = at::empty({t.size(1), h.proj_rows}, opts.dtype(at::kChar));
+  out.scale = per_channel ? at::empty({t.size(1)}, opts.dtype(at::kFloat)) : at::empty({}, opts.dtype(at::kFloat));
+  out.scratch = hot::hla_quantize_scratch(type, t.size(0), t.size(1), h.windows, h.rank(), per_channel, stochastic);
+  out.amax = out.scratch.zeroed ? zeroed_scratch(out.scratch.words, opts)
+                                : at::empty({out.scratch.words}, opts.dtype(at::kInt));
+  out.sums = at::empty({column_sums ? t.size(1) : 0}, opts.dtype(at::kFloat));
+  out.partials = at::empty({column_sums ? hot::hla_column_partial_rows(t.size(0), h.windows) : 0, t.size(1)},
+                           opts.dtype(at::kFloat));
+  return out;
+}
+
 // (codes_t (C, R) int8 = the projection's codes transposed, scale (C) or (), column sums: float32 (C), t summed
 // over its L rows, with column_sums, else empty).
 std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int64_t>& windows,
@@ -222,27 +329,39 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int6
                                      int64_t bits, bool stochastic, bool per_channel,
                                      const std::vector<int64_t>& key, bool column_sums,
                                      const std::optional<at::Tensor>& step, int64_t hash_rounds) {
-  const auto [type, hla] = hla_input(t, windows, rows);
-  const int qmax = qmax_of(bits);
-  const hot::HashKey hash = hash_key_arg(key, step, t.device(), "key", hash_rounds);
   const c10::cuda::CUDAGuard guard(t.device());
-  auto opts = t.options();
-  auto codes_t = at::empty({t.size(1), hla.proj_rows}, opts.dtype(at::kChar));
-  auto scale = per_channel ? at::empty({t.size(1)}, opts.dtype(at::kFloat)) : at::empty({}, opts.dtype(at::kFloat));
-  const hot::HlaScratch scratch =
-      hot::hla_quantize_scratch(type, t.size(0), t.size(1), hla.windows, hla.rank(), per_channel, stochastic);
-  auto amax = scratch.zeroed ? zeroed_scratch(scratch.words, opts) : at::empty({scratch.words}, opts.dtype(at::kInt));
-  auto sums = at::empty({column_sums ? t.size(1) : 0}, opts.dtype(at::kFloat));
-  auto partials = at::empty({column_sums ? hot::hla_column_partial_rows(t.size(0), hla.windows) : 0, t.size(1)},
-                            opts.dtype(at::kFloat));
-  const hot::ColumnSums sums_out{column_sums ? partials.data_ptr<float>() : nullptr,
-                                 column_sums ? sums.data_ptr<float>() : nullptr};
-  hot::hla_quantize(t.data_ptr(), type, t.size(0), t.size(1), hla.windows, hla.kept.data(), hla.rank(), qmax,
-                    per_channel, stochastic, hash, codes_t.data_ptr<int8_t>(), scale.data_ptr<float>(), scratch,
-                    reinterpret_cast<uint32_t*>(amax.data_ptr<int32_t>()), sums_out,
-                    c10::cuda::getCurrentCUDAStream());
+  const HlaOutputs out = hla_outputs(t, windows, rows, bits, stochastic, per_channel, key, column_sums, step,
+                                     hash_rounds);
+  out.run(c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {codes_t, scale, sums};
+  return {out.codes_t, out.scale, out.sums};
+}
+
+// hla_quantize of a, then of b (per-tensor scales, one hash_rounds), both results in one list: from one cooperative
+// launch where hot::hla_quantize_pair takes them, else from two calls on the current stream; the same bits.
+std::vector<at::Tensor> hla_quantize_pair(const at::Tensor& a, const std::vector<int64_t>& windows_a,
+                                          const std::vector<int64_t>& rows_a, int64_t bits_a, bool stochastic_a,
+                                          const std::vector<int64_t>& key_a, bool column_sums_a,
+                                          const std::optional<at::Tensor>& step_a, const at::Tensor& b,
+                                          const std::vector<int64_t>& windows_b, const std::vector<int64_t>& rows_b,
+                                          int64_t bits_b, bool stochastic_b, const std::vector<int64_t>& key_b,
+                                          bool column_sums_b, const std::optional<at::Tensor>& step_b,
+                                          int64_t hash_rounds) {
+  check_cuda(a, "a");
+  TORCH_CHECK_VALUE(b.device() == a.device(), "b is on ", b.device(), ", a on ", a.device());
+  const c10::cuda::CUDAGuard guard(a.device());
+  const HlaOutputs x = hla_outputs(a, windows_a, rows_a, bits_a, stochastic_a, false, key_a, column_sums_a, step_a,
+                                   hash_rounds);
+  const HlaOutputs y = hla_outputs(b, windows_b, rows_b, bits_b, stochastic_b, false, key_b, column_sums_b, step_b,
+                                   hash_rounds);
+  const auto stream = c10::cuda::getCurrentCUDAStream();
+  // a zeroed scratch is the two-pass path's: such a tensor does not take the one launch alone either
+  if (x.scratch.zeroed || y.scratch.zeroed || !hot::hla_quantize_pair(x.call(), y.call(), stream)) {
+    x.run(stream);
+    y.run(stream);
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {x.codes_t, x.scale, x.sums, y.codes_t, y.scale, y.sums};
 }
 
 // LBP-WHT's float projection: P t (R, C) float32, rows as hla_quantize's.
@@ -807,7 +926,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("hq_quantize_grad_output", &hq_quantize_grad_output);
   m.def("hq_quantize_weight", &quantize_weight, py::arg("w"), py::arg("block"), py::arg("bits"), py::arg("fp8"),
         py::arg("column_scales") = false);
+  m.def("hq_quantize_weight_and_grad_output", &quantize_weight_and_grad_output);
+  m.def("weight_and_grad_output_in_one_launch", &hot::weight_and_grad_output_in_one_launch);
   m.def("hla_quantize", &hla_quantize);
+  m.def("hla_quantize_pair", &hla_quantize_pair);
   m.def("set_hla_one_launch", &hot::set_hla_one_launch);
   m.def("hla_project", &hla_project);
   m.def("hla_unproject", &hla_unproject);

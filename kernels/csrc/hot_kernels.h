@@ -36,6 +36,27 @@ void hq_quantize_weight(const void* w, InType type, int64_t out_rows, int64_t in
                         bool sawb4, bool fp8, int8_t* codes_t, float* scale, float* column_scales, double* partials,
                         cudaStream_t stream);
 
+// hq_quantize_weight's arguments.
+struct WeightQuantizeCall {
+  const void* w;
+  InType type;
+  int64_t out_rows, in_cols;
+  int block, qmax;
+  bool sawb4, fp8;
+  int8_t* codes_t;
+  float* scale;
+  float* column_scales;
+  double* partials;
+};
+// hq_quantize_weight (w) and the per-token hq_quantize_grad_output of g_y (L x O, w's qmax and block) in two
+// launches, W's statistics pass and then one making both code sets: the same bits as the two calls. false, with
+// nothing launched, where the one launch does not apply (a block other than 16, rows of more than 1024 chunks of
+// 16: weight_and_grad_output_in_one_launch says where it does); the caller then makes the two calls.
+bool weight_and_grad_output_in_one_launch(int block, int64_t cols);
+bool hq_quantize_weight_and_grad_output(const WeightQuantizeCall& w, const void* g_y, InType g_type, int64_t rows,
+                                        int64_t cols, HashKey key, bool g_fp8, int8_t* g_codes, float* g_scale,
+                                        cudaStream_t stream);
+
 // HLA's block: the kernels project 16 slots (tokens) at a time.
 constexpr int kHlaSlots = 16;
 
@@ -75,6 +96,25 @@ void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, 
                   const int* rows, int rank, int qmax, bool per_channel, bool stochastic, HashKey key, int8_t* codes_t,
                   float* scale, const HlaScratch& scratch, uint32_t* amax_bits, const ColumnSums& sums,
                   cudaStream_t stream);
+// hla_quantize's arguments, for a per-tensor scale.
+struct HlaQuantizeCall {
+  const void* t;
+  InType type;
+  int64_t length, channels;
+  HlaWindows windows;
+  const int* rows;
+  int rank, qmax;
+  bool stochastic;
+  HashKey key;
+  int8_t* codes_t;
+  float* scale;
+  uint32_t* amax_bits;  // hla_quantize_scratch's, of a tensor that takes the one-launch path
+  ColumnSums sums;
+};
+// Two per-tensor hla_quantize calls in one cooperative launch (the same bits), where both tensors have the same type
+// and channels in fours, the one-launch path is on and all their tiles fit on the GPU at once. false, with nothing
+// launched, elsewhere: the caller then makes the two calls.
+bool hla_quantize_pair(const HlaQuantizeCall& a, const HlaQuantizeCall& b, cudaStream_t stream);
 // Whether hla_quantize may take its one-launch path where it fits (default on): off, every call takes the two
 // passes, for A/B tests and timings in one process.
 void set_hla_one_launch(bool enabled);

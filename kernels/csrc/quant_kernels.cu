@@ -160,18 +160,35 @@ __device__ __forceinline__ void hq_store_chunk(const float (&v)[N], const Scale&
 
 // One block per row, each thread's chunks of the transformed row kept in registers (at most Chunks): one read of
 // g_y and one transform per element. The hash reads its index mod 2^32, so indices are 32-bit.
-template <typename T, int N, int Chunks>
-__global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t cols, int qmax, HashKey hash, bool fp8,
-                                         int8_t* __restrict__ codes, float* __restrict__ scale) {
-  const Dither key = resolve_key(hash);  // first: the step's load overlaps the row's
-  const int64_t row = blockIdx.x;
+// Max over each group of `group` threads (a whole number of warps; the block's threads in consecutive groups), valid
+// in every thread of the group. Every thread of the block calls it.
+__device__ float group_max(float v, int group) {
+  __shared__ float partial[32];
+  v = warp_max(v);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = group / 32;
+  if (warps == 1) return v;
+  __syncthreads();  // partial may still be read from a previous call
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int first = warp / warps * warps;
+  v = lane < warps ? partial[first + lane] : 0.0f;
+  return warp_max(v);
+}
+
+// One row of g_y on `group` threads (t: this thread's place among them; the row's chunks t, t + group, ...),
+// one read of the row and one transform per element, the chunks kept in registers (at most Chunks a thread); amax
+// is the row's (group_max or block_max, by the caller). The hash reads its index mod 2^32, so indices are 32-bit.
+template <typename T, int N, int Chunks, typename RowMax>
+__device__ __forceinline__ void hq_row_codes(const T* __restrict__ g, int64_t cols, int64_t row, bool active, int t,
+                                             int group, int qmax, const Dither& key, bool fp8,
+                                             int8_t* __restrict__ codes, float* __restrict__ scale, RowMax row_max) {
   const T* src = g + row * cols;
-  const int chunks = static_cast<int>(cols / N);
+  const int chunks = active ? static_cast<int>(cols / N) : 0;
   float v[Chunks][N];
   float amax = 0.0f;
 #pragma unroll
   for (int i = 0; i < Chunks; ++i) {
-    const int c = threadIdx.x + i * blockDim.x;
+    const int c = t + i * group;
     if (c < chunks) {
       load_contiguous<T, N>(src + c * N, v[i]);
       butterfly<N>(v[i]);
@@ -179,15 +196,24 @@ __global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t cols, 
       for (int k = 0; k < N; ++k) amax = amax_of(amax, fabsf(v[i][k]));
     }
   }
-  const float s = absmax_to_scale(block_max(amax), qmax);
-  if (threadIdx.x == 0) scale[row] = s;
+  const float s = absmax_to_scale(row_max(amax), qmax);
+  if (active && t == 0) scale[row] = s;
   const Scale sc = scale_of(s);
   const uint32_t first = static_cast<uint32_t>(row) * static_cast<uint32_t>(cols);
 #pragma unroll
   for (int i = 0; i < Chunks; ++i) {
-    const int c = threadIdx.x + i * blockDim.x;
+    const int c = t + i * group;
     if (c < chunks) hq_store_chunk<N>(v[i], sc, first + c * N, key, qmax, fp8, codes + row * cols + c * N);
   }
+}
+
+// One block per row.
+template <typename T, int N, int Chunks>
+__global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t cols, int qmax, HashKey hash, bool fp8,
+                                         int8_t* __restrict__ codes, float* __restrict__ scale) {
+  const Dither key = resolve_key(hash);  // first: the step's load overlaps the row's
+  hq_row_codes<T, N, Chunks>(g, cols, blockIdx.x, true, threadIdx.x, blockDim.x, qmax, key, fp8, codes, scale,
+                             [](float m) { return block_max(m); });
 }
 
 // Rows too long for the registers: pass 1 transforms and takes the row's amax, pass 2 transforms again (the row
@@ -368,11 +394,13 @@ __global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t i
 // coalesced loads a thread issued at once (one thread loading them from global memory one by one would wait out
 // the L2 latency hundreds of times), and three threads fold the three components at once, each in index order with
 // the functions the CPU test checks against the reference (quant_scalar.cuh): every CTA gets the same bits.
+// The body, for CTA `block` of `blocks` (the kernel's own grid, or its share of a launch with other work).
 template <typename T, int N>
-__global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t in_cols,
-                                const double* __restrict__ partials, bool sawb4, int qmax, bool fp8,
-                                int8_t* __restrict__ codes_t, float* __restrict__ scale,
-                                float* __restrict__ column_scales) {
+__device__ __forceinline__ void weight_quantize_block(const T* __restrict__ w, int64_t groups, int64_t in_cols,
+                                                      const double* __restrict__ partials, bool sawb4, int qmax,
+                                                      bool fp8, int8_t* __restrict__ codes_t,
+                                                      float* __restrict__ scale, float* __restrict__ column_scales,
+                                                      unsigned block, unsigned blocks) {
   static_assert(3 * kSawbBlocks % kThreads == 0, "the partials are staged in whole rounds of the block");
   __shared__ double staged[3 * kSawbBlocks];
   __shared__ double sums[2];
@@ -390,10 +418,10 @@ __global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t
   if (threadIdx.x == 32) amax = sawb_partial_max(staged, used);
   __syncthreads();
   const float s = sawb_scale_from_sums(sums[0], sums[1], amax, static_cast<double>(work * N), sawb4, qmax);
-  if (blockIdx.x == 0 && threadIdx.x == 0) *scale = s;
+  if (block == 0 && threadIdx.x == 0) *scale = s;
   const Scale sc = scale_of(s);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < work;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = block * static_cast<int64_t>(kThreads) + threadIdx.x; i < work;
+       i += static_cast<int64_t>(blocks) * kThreads) {
     const int64_t g = i / in_cols, col = i % in_cols;
     if (g == 0 && column_scales != nullptr) column_scales[col] = __fmul_rn(s, 1.0f / N);
     float v[N];
@@ -408,6 +436,14 @@ __global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t
 }
 
 template <typename T, int N>
+__global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t in_cols, const double* __restrict__ partials,
+                    bool sawb4, int qmax, bool fp8, int8_t* __restrict__ codes_t, float* __restrict__ scale,
+                    float* __restrict__ column_scales) {
+  weight_quantize_block<T, N>(w, groups, in_cols, partials, sawb4, qmax, fp8, codes_t, scale, column_scales,
+                              blockIdx.x, gridDim.x);
+}
+
+template <typename T, int N>
 void launch_weight(const T* w, int64_t out_rows, int64_t in_cols, int qmax, bool sawb4, bool fp8, int8_t* codes_t,
                    float* scale, float* column_scales, double* partials, cudaStream_t stream) {
   const int64_t groups = out_rows / N;
@@ -415,6 +451,48 @@ void launch_weight(const T* w, int64_t out_rows, int64_t in_cols, int qmax, bool
   weight_quantize<T, N><<<grid_for(groups * in_cols), kThreads, 0, stream>>>(w, groups, in_cols, partials, sawb4,
                                                                              qmax, fp8, codes_t, scale,
                                                                              column_scales);
+}
+
+// W's code pass beside g_y's per-token HQ quantiser, in one launch of kThreads-thread CTAs: CTAs [0, w_blocks) run
+// weight_quantize's code pass, the others g_y's rows, kThreads / group rows a CTA, each on `group` threads (a whole
+// number of warps) as hq_grad_output_per_token runs a row on a block of `group` threads: the same bits (a row's
+// codes depend on its chunks' indices, not on the threads; its amax is a max). In a captured backward the g_x chain
+// is then W's statistics pass, this launch and the GEMM on one stream: no stream of W's own to fork and wait for.
+template <typename TW, typename TG, int N, int Chunks>
+__global__ void weight_and_grad_output_codes(const TW* __restrict__ w, int64_t groups, int64_t in_cols,
+                                             const double* __restrict__ partials, bool sawb4, int qmax, bool w_fp8,
+                                             int8_t* __restrict__ w_codes_t, float* __restrict__ w_scale,
+                                             float* __restrict__ column_scales, unsigned w_blocks,
+                                             const TG* __restrict__ g, int64_t rows, int64_t cols, HashKey hash,
+                                             bool g_fp8, int8_t* __restrict__ g_codes, float* __restrict__ g_scale,
+                                             int group) {
+  if (blockIdx.x < w_blocks) {  // block-uniform
+    weight_quantize_block<TW, N>(w, groups, in_cols, partials, sawb4, qmax, w_fp8, w_codes_t, w_scale, column_scales,
+                                 blockIdx.x, w_blocks);
+    return;
+  }
+  const Dither key = resolve_key(hash);
+  const int per_block = kThreads / group, slot = static_cast<int>(threadIdx.x) / group;
+  const int64_t row = static_cast<int64_t>(blockIdx.x - w_blocks) * per_block + slot;
+  const bool active = slot < per_block && row < rows;  // every thread takes part in the row maxima's barriers
+  hq_row_codes<TG, N, Chunks>(g, cols, row, active, static_cast<int>(threadIdx.x) % group, group, qmax, key, g_fp8,
+                              g_codes, g_scale, [group](float m) { return group_max(m, group); });
+}
+
+template <typename TW, typename TG, int Chunks>
+void launch_weight_and_grad_output(const TW* w, int64_t out_rows, int64_t in_cols, int qmax, bool sawb4, bool w_fp8,
+                                   int8_t* w_codes_t, float* w_scale, float* column_scales, double* partials,
+                                   const TG* g, int64_t rows, int64_t cols, HashKey key, bool g_fp8, int8_t* g_codes,
+                                   float* g_scale, int group, cudaStream_t stream) {
+  constexpr int N = 16;
+  const int64_t groups = out_rows / N, work = groups * in_cols;
+  const auto w_blocks = static_cast<unsigned>(grid_for(work));
+  const int64_t per_block = kThreads / group;
+  const auto g_blocks = static_cast<unsigned>((rows + per_block - 1) / per_block);
+  sawb_partials<TW, N><<<sawb_blocks_used(work), kThreads, 0, stream>>>(w, groups, in_cols, partials);
+  weight_and_grad_output_codes<TW, TG, N, Chunks><<<w_blocks + g_blocks, kThreads, 0, stream>>>(
+      w, groups, in_cols, partials, sawb4, qmax, w_fp8, w_codes_t, w_scale, column_scales, w_blocks, g, rows, cols,
+      key, g_fp8, g_codes, g_scale, group);
 }
 
 // --- g_w path: HLA projection + quantise along tokens ---------------------------------------------
@@ -474,9 +552,9 @@ __device__ __forceinline__ void hla_load(const T* __restrict__ t, const HlaShape
   hla_transform<Vec>(u, v);
 }
 
-// This thread's load unit of the tile: sample-block and first channel (negative when outside the tensor).
-__device__ __forceinline__ void hla_unit(const HlaShape& sh, int vec, int64_t& sb, int64_t& c) {
-  const int64_t tile_c = blockIdx.x % sh.tiles_c, tile_b = blockIdx.x / sh.tiles_c;
+// This thread's load unit of tile `block`: sample-block and first channel (negative when outside the tensor).
+__device__ __forceinline__ void hla_unit(const HlaShape& sh, int vec, int64_t block, int64_t& sb, int64_t& c) {
+  const int64_t tile_c = block % sh.tiles_c, tile_b = block / sh.tiles_c;
   sb = tile_b * kTileBlocks + threadIdx.x / kTileGroups;
   c = (tile_c * kTileGroups + threadIdx.x % kTileGroups) * vec;
   if (sb >= sh.sblocks || c >= sh.channels) sb = -1;
@@ -487,7 +565,7 @@ __device__ __forceinline__ void hla_unit(const HlaShape& sh, int vec, int64_t& s
 // the sums cost no pass over memory. Units are added in a fixed order: the same bits on every run.
 template <int Vec>
 __device__ __forceinline__ void hla_tile_column_sums(const HlaShape& sh, const float (&unit_sum)[Vec],
-                                                     float* __restrict__ column_partials) {
+                                                     float* __restrict__ column_partials, int64_t block) {
   __shared__ float warp_sums[kHlaThreads / 32][kTileGroups * Vec];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float s[Vec];
@@ -502,7 +580,7 @@ __device__ __forceinline__ void hla_tile_column_sums(const HlaShape& sh, const f
     float total = warp_sums[0][threadIdx.x];
 #pragma unroll
     for (int w = 1; w < kHlaThreads / 32; ++w) total = __fadd_rn(total, warp_sums[w][threadIdx.x]);
-    const int64_t tile_c = blockIdx.x % sh.tiles_c, tile_b = blockIdx.x / sh.tiles_c;
+    const int64_t tile_c = block % sh.tiles_c, tile_b = block / sh.tiles_c;
     const int64_t channel = tile_c * kTileGroups * Vec + threadIdx.x;
     if (channel < sh.channels) column_partials[tile_b * sh.channels + channel] = total;
   }
@@ -546,7 +624,7 @@ __global__ void __launch_bounds__(kHlaThreads)
     hla_amax(const T* __restrict__ t, HlaShape sh, unsigned mask, bool per_channel, uint32_t* amax_bits,
              float* __restrict__ column_partials) {
   int64_t sb, c;
-  hla_unit(sh, Vec, sb, c);
+  hla_unit(sh, Vec, blockIdx.x, sb, c);
   float m[Vec] = {};
   float unit_sum[Vec] = {};
   if (sb >= 0) {
@@ -566,7 +644,7 @@ __global__ void __launch_bounds__(kHlaThreads)
       }
     }
   }
-  if (column_partials != nullptr) hla_tile_column_sums<Vec>(sh, unit_sum, column_partials);
+  if (column_partials != nullptr) hla_tile_column_sums<Vec>(sh, unit_sum, column_partials, blockIdx.x);
   if (per_channel) {
     // lanes l and l + 16 hold the same channels (kTileGroups = 16): one atomic for both
 #pragma unroll
@@ -661,12 +739,13 @@ __device__ __forceinline__ void hla_quantize_unit(const float* src, int count, c
 template <int Vec, bool Stochastic>
 __device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh, int qmax,
                                           bool per_channel, Dither key, const uint32_t* __restrict__ amax_bits,
-                                          int8_t* __restrict__ codes_t, float* __restrict__ scale) {
+                                          int8_t* __restrict__ codes_t, float* __restrict__ scale,
+                                          int64_t block) {
   constexpr int kCols = HlaTile<Vec>::kCols;
   const float s_tensor = per_channel ? 0.0f : absmax_to_scale(__uint_as_float(*amax_bits), qmax);
-  if (!per_channel && blockIdx.x == 0 && threadIdx.x == 0) *scale = s_tensor;
+  if (!per_channel && block == 0 && threadIdx.x == 0) *scale = s_tensor;
   const Scale sc_tensor = scale_of(s_tensor);
-  const int64_t tile_c = blockIdx.x % sh.tiles_c, tile_b = blockIdx.x / sh.tiles_c;
+  const int64_t tile_c = block % sh.tiles_c, tile_b = block / sh.tiles_c;
   const uint32_t channels = static_cast<uint32_t>(sh.channels);
   for (int p = threadIdx.x; p < kTileBlocks * kCols; p += kHlaThreads) {
     const int lb = p % kTileBlocks, lc = p / kTileBlocks;
@@ -736,7 +815,7 @@ __global__ void __launch_bounds__(kHlaThreads)
   const Dither key = Stochastic ? resolve_key(hash) : Dither{0u, 2u};  // first: the step's load overlaps the tile's
   {
     int64_t sb, c;
-    hla_unit(sh, Vec, sb, c);
+    hla_unit(sh, Vec, blockIdx.x, sb, c);
     if (sb >= 0) {
       float v[Vec][kHla];
       hla_load<T, Vec>(t, sh, sb, c, v);
@@ -744,7 +823,7 @@ __global__ void __launch_bounds__(kHlaThreads)
     }
   }
   __syncthreads();
-  hla_store<Vec, Stochastic>(tile, sh, qmax, per_channel, key, amax_bits, codes_t, scale);
+  hla_store<Vec, Stochastic>(tile, sh, qmax, per_channel, key, amax_bits, codes_t, scale, blockIdx.x);
   if (sums.out != nullptr && blockIdx.x < sh.tiles_c) {  // block-uniform: tile_b = 0
     __syncthreads();  // the tile is read by phase 2 until here
     const int64_t tiles_b = (sh.sblocks + kTileBlocks - 1) / kTileBlocks;
@@ -803,49 +882,82 @@ cudaError_t launch_cooperative(void (*kernel)(Params...), unsigned ctas, int thr
 // barrier reads the tensor's amax from all the CTAs' (a max: the same bits in any order). One launch and one read
 // of t in place of a memset, hla_amax's read and a second launch: the fixed cost that bounds a small layer.
 // Per-tensor scale only.
+template <typename T>
+struct HlaOneLaunchArgs {  // one tensor's
+  const T* t;
+  HlaShape sh;
+  HlaRows rows;
+  int qmax;
+  HashKey hash;
+  uint32_t* block_amax;  // one word a CTA
+  int8_t* codes_t;
+  float* scale;
+  ColumnSums sums;
+};
+
+// The quantiser's work for tile `block` of the `blocks` tiles of p.t, the grid-wide barrier included.
 template <typename T, int Vec, bool Stochastic>
-__global__ void __launch_bounds__(kHlaThreads)
-    hla_quantize_one_launch(const T* __restrict__ t, HlaShape sh, HlaRows rows, int qmax, HashKey hash,
-                            uint32_t* __restrict__ block_amax, int8_t* __restrict__ codes_t, float* __restrict__ scale,
-                            ColumnSums sums) {
-  __shared__ __align__(16) float tile[HlaTile<Vec>::kFloats];
-  __shared__ uint32_t tensor_amax;
-  const Dither key = Stochastic ? resolve_key(hash) : Dither{0u, 2u};
+__device__ __forceinline__ void hla_one_launch_block(const HlaOneLaunchArgs<T>& p, unsigned block, unsigned blocks,
+                                                     float* tile, uint32_t& tensor_amax) {
+  const HlaShape& sh = p.sh;
+  const Dither key = Stochastic ? resolve_key(p.hash) : Dither{0u, 2u};
   float m = 0.0f;
   float unit_sum[Vec] = {};
   {
     int64_t sb, c;
-    hla_unit(sh, Vec, sb, c);
+    hla_unit(sh, Vec, block, sb, c);
     if (sb >= 0) {
       float v[Vec][kHla];
-      hla_load<T, Vec>(t, sh, sb, c, v);
+      hla_load<T, Vec>(p.t, sh, sb, c, v);
       const bool prefix = sb >= sh.window_units;
 #pragma unroll
       for (int i = 0; i < Vec; ++i) {
         unit_sum[i] = prefix ? __fmul_rn(v[i][0], 0.25f) : v[i][0];
 #pragma unroll
         for (int k = 0; k < kHla; ++k) {
-          if (rows.mask >> k & 1u) m = amax_of(m, fabsf(v[i][k]));
+          if (p.rows.mask >> k & 1u) m = amax_of(m, fabsf(v[i][k]));
         }
       }
-      hla_park<Vec>(tile, rows, v);
+      hla_park<Vec>(tile, p.rows, v);
     }
   }
-  if (sums.partials != nullptr) hla_tile_column_sums<Vec>(sh, unit_sum, sums.partials);
+  if (p.sums.partials != nullptr) hla_tile_column_sums<Vec>(sh, unit_sum, p.sums.partials, block);
   m = block_max(m);
-  if (threadIdx.x == 0) block_amax[blockIdx.x] = __float_as_uint(m);
+  if (threadIdx.x == 0) p.block_amax[block] = __float_as_uint(m);
   cooperative_groups::this_grid().sync();  // a fence too: every CTA's amax and column partials are visible
   float a = 0.0f;
-  for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) a = amax_of(a, __uint_as_float(__ldcg(block_amax + b)));
+  for (unsigned b = threadIdx.x; b < blocks; b += blockDim.x) a = amax_of(a, __uint_as_float(__ldcg(p.block_amax + b)));
   a = block_max(a);
   if (threadIdx.x == 0) tensor_amax = __float_as_uint(a);
   __syncthreads();
-  hla_store<Vec, Stochastic>(tile, sh, qmax, false, key, &tensor_amax, codes_t, scale);
-  if (sums.out != nullptr && blockIdx.x < sh.tiles_c) {  // block-uniform: tile_b = 0
+  hla_store<Vec, Stochastic>(tile, sh, p.qmax, false, key, &tensor_amax, p.codes_t, p.scale, block);
+  if (p.sums.out != nullptr && block < sh.tiles_c) {  // block-uniform: tile_b = 0
     __syncthreads();  // the tile is read by hla_store until here
     const int64_t tiles_b = (sh.sblocks + kTileBlocks - 1) / kTileBlocks;
-    column_sums_of<HlaTile<Vec>::kCols>(sums.partials, tiles_b, sh.channels, blockIdx.x * HlaTile<Vec>::kCols, tile,
-                                        sums.out);
+    column_sums_of<HlaTile<Vec>::kCols>(p.sums.partials, tiles_b, sh.channels, block * HlaTile<Vec>::kCols, tile,
+                                        p.sums.out);
+  }
+}
+
+template <typename T, int Vec, bool Stochastic>
+__global__ void __launch_bounds__(kHlaThreads) hla_quantize_one_launch(HlaOneLaunchArgs<T> p) {
+  __shared__ __align__(16) float tile[HlaTile<Vec>::kFloats];
+  __shared__ uint32_t tensor_amax;
+  hla_one_launch_block<T, Vec, Stochastic>(p, blockIdx.x, gridDim.x, tile, tensor_amax);
+}
+
+// Two tensors' quantisers in one cooperative launch: CTAs [0, tiles_a) quantise a, the others b, one barrier for
+// all. In a backward that makes x's codes, x's and g_y's quantisers are then one node of the captured graph, with
+// the g_w GEMM after it on the same stream: no third stream to fork, no wait across streams before the GEMM.
+template <typename T, int Vec, bool StochasticA, bool StochasticB>
+__global__ void __launch_bounds__(kHlaThreads)
+    hla_quantize_pair_one_launch(HlaOneLaunchArgs<T> a, unsigned tiles_a, HlaOneLaunchArgs<T> b) {
+  __shared__ __align__(16) float tile[HlaTile<Vec>::kFloats];
+  __shared__ uint32_t tensor_amax;
+  if (blockIdx.x < tiles_a) {
+    hla_one_launch_block<T, Vec, StochasticA>(a, blockIdx.x, tiles_a, tile, tensor_amax);
+  } else {
+    hla_one_launch_block<T, Vec, StochasticB>(b, blockIdx.x - tiles_a, gridDim.x - tiles_a, tile, tensor_amax);
   }
 }
 
@@ -881,11 +993,10 @@ void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool
   const int64_t tiles_b = (sh.sblocks + kTileBlocks - 1) / kTileBlocks, tiles = sh.tiles_c * tiles_b;
   if (one_launch) {
     const auto ctas = static_cast<unsigned>(tiles);
+    const HlaOneLaunchArgs<T> args{t, sh, rows, qmax, key, amax_bits, codes_t, scale, sums};
     const cudaError_t launched =
-        stochastic ? launch_cooperative(hla_quantize_one_launch<T, Vec, true>, ctas, kHlaThreads, stream, t, sh, rows,
-                                        qmax, key, amax_bits, codes_t, scale, sums)
-                   : launch_cooperative(hla_quantize_one_launch<T, Vec, false>, ctas, kHlaThreads, stream, t, sh, rows,
-                                        qmax, key, amax_bits, codes_t, scale, sums);
+        stochastic ? launch_cooperative(hla_quantize_one_launch<T, Vec, true>, ctas, kHlaThreads, stream, args)
+                   : launch_cooperative(hla_quantize_one_launch<T, Vec, false>, ctas, kHlaThreads, stream, args);
     if (launched != cudaErrorCooperativeLaunchTooLarge) return;
     // Fewer SMs than the device reports (MPS, a partitioned context): the two passes, on a zeroed amax word.
     (void)cudaGetLastError();
@@ -925,7 +1036,7 @@ template <typename T, int Vec>
 __global__ void __launch_bounds__(kHlaThreads)
     hla_project_kernel(const T* __restrict__ t, HlaShape sh, HlaRows rows, float* __restrict__ out) {
   int64_t sb, c;
-  hla_unit(sh, Vec, sb, c);
+  hla_unit(sh, Vec, blockIdx.x, sb, c);
   if (sb < 0) return;
   float v[Vec][kHla];
   hla_load<T, Vec>(t, sh, sb, c, v);
@@ -950,7 +1061,7 @@ template <int Vec>
 __global__ void __launch_bounds__(kHlaThreads)
     hla_unproject_kernel(const float* __restrict__ p, HlaShape sh, HlaRows rows, float* __restrict__ out) {
   int64_t sb, c;
-  hla_unit(sh, Vec, sb, c);
+  hla_unit(sh, Vec, blockIdx.x, sb, c);
   if (sb < 0) return;
   const HlaUnit u = hla_unit_at(sh, sb);
   int64_t row0;
@@ -1057,7 +1168,7 @@ template <typename T, int N>
 __global__ void __launch_bounds__(kHlaThreads)
     grad_output_amax(const T* __restrict__ g, HlaShape sh, unsigned mask, GradOutputQuant q) {
   int64_t sb, c;
-  hla_unit(sh, kHqVec, sb, c);
+  hla_unit(sh, kHqVec, blockIdx.x, sb, c);
   const HlaUnit u = grad_output_unit(sh, sb);
   float v[kHqVec][kHla];
   grad_output_load<T>(g, sh, u, sb, c, v);
@@ -1084,7 +1195,7 @@ __global__ void __launch_bounds__(kHlaThreads)
     float unit_sum[kHqVec];
 #pragma unroll
     for (int i = 0; i < kHqVec; ++i) unit_sum[i] = u.prefix ? __fmul_rn(v[i][0], 0.25f) : v[i][0];
-    hla_tile_column_sums<kHqVec>(sh, unit_sum, q.sums.partials);
+    hla_tile_column_sums<kHqVec>(sh, unit_sum, q.sums.partials, blockIdx.x);
   }
   float m[kHqVec] = {};
 #pragma unroll
@@ -1118,7 +1229,7 @@ __global__ void __launch_bounds__(kHlaThreads)
   __shared__ __align__(16) float tile[HlaTile<kHqVec>::kFloats];
   const Dither hq_key = resolve_key(q.hq_key), hla_key = q.hla_stochastic ? resolve_key(q.hla_key) : Dither{0u, 2u};
   int64_t sb, c;
-  hla_unit(sh, kHqVec, sb, c);
+  hla_unit(sh, kHqVec, blockIdx.x, sb, c);
   const HlaUnit u = grad_output_unit(sh, sb);
   float v[kHqVec][kHla];
   grad_output_load<T>(g, sh, u, sb, c, v);
@@ -1152,10 +1263,10 @@ __global__ void __launch_bounds__(kHlaThreads)
   __syncthreads();
   if (q.hla_stochastic) {
     hla_store<kHqVec, true>(tile, sh, q.hla_qmax, q.hla_per_channel, hla_key, q.hla_amax, q.hla_codes_t,
-                            q.hla_scale);
+                            q.hla_scale, blockIdx.x);
   } else {
     hla_store<kHqVec, false>(tile, sh, q.hla_qmax, q.hla_per_channel, Dither{0u, 2u}, q.hla_amax, q.hla_codes_t,
-                             q.hla_scale);
+                             q.hla_scale, blockIdx.x);
   }
 }
 
@@ -1347,6 +1458,35 @@ void hq_quantize_weight(const void* w, InType type, int64_t out_rows, int64_t in
   });
 }
 
+bool weight_and_grad_output_in_one_launch(int block, int64_t cols) {
+  // hq_grad_output_per_token's rows: at most 4 chunks a thread, a row on whole warps of at most kThreads threads
+  return block == 16 && cols >= 16 && cols / 16 <= 4 * kThreads;
+}
+
+bool hq_quantize_weight_and_grad_output(const WeightQuantizeCall& w, const void* g_y, InType g_type, int64_t rows,
+                                        int64_t cols, HashKey key, bool g_fp8, int8_t* g_codes, float* g_scale,
+                                        cudaStream_t stream) {
+  if (!weight_and_grad_output_in_one_launch(w.block, cols)) return false;
+  const int64_t chunks = cols / 16;
+  const int per_thread = chunks <= kThreads ? 1 : (chunks <= 2 * kThreads ? 2 : 4);
+  const int group = static_cast<int>((chunks + per_thread - 1) / per_thread + 31) / 32 * 32;
+  with_input_type(w.w, w.type, [&](auto pw) {
+    with_input_type(g_y, g_type, [&](auto pg) {
+      using TW = element_of<decltype(pw)>;
+      using TG = element_of<decltype(pg)>;
+      const auto launch = [&](auto chunks_a_thread) {
+        launch_weight_and_grad_output<TW, TG, decltype(chunks_a_thread)::value>(
+            pw, w.out_rows, w.in_cols, w.qmax, w.sawb4, w.fp8, w.codes_t, w.scale, w.column_scales, w.partials, pg,
+            rows, cols, key, g_fp8, g_codes, g_scale, group, stream);
+      };
+      if (per_thread == 1) launch(std::integral_constant<int, 1>{});
+      if (per_thread == 2) launch(std::integral_constant<int, 2>{});
+      if (per_thread == 4) launch(std::integral_constant<int, 4>{});
+    });
+  });
+  return true;
+}
+
 int64_t hla_projected_rows(int64_t length, const HlaWindows& windows, int rank) {
   return hla_shape(length, 1, windows, rank).proj_rows;
 }
@@ -1382,6 +1522,47 @@ void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, 
     launch_hla(p, sh, kept, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, !scratch.zeroed, sums,
                stream);
   });
+}
+
+bool hla_quantize_pair(const HlaQuantizeCall& a, const HlaQuantizeCall& b, cudaStream_t stream) {
+  if (a.type != b.type || a.channels % 4 != 0 || b.channels % 4 != 0 ||
+      !hla_one_launch_enabled.load(std::memory_order_relaxed)) {
+    return false;
+  }
+  HlaShape sa = hla_shape(a.length, a.channels, a.windows, a.rank), sb = hla_shape(b.length, b.channels, b.windows,
+                                                                                  b.rank);
+  const unsigned tiles_a = hla_tiles<4>(sa), tiles_b = hla_tiles<4>(sb);  // sets tiles_c
+  bool launched = false;
+  with_input_type(a.t, a.type, [&](auto p) {
+    using T = element_of<decltype(p)>;
+    const HlaOneLaunchArgs<T> args_a{p, sa, hla_rows(a.rows, a.rank), a.qmax, a.key, a.amax_bits, a.codes_t, a.scale,
+                                     a.sums};
+    const HlaOneLaunchArgs<T> args_b{static_cast<const T*>(b.t), sb, hla_rows(b.rows, b.rank), b.qmax, b.key,
+                                     b.amax_bits, b.codes_t, b.scale, b.sums};
+    const auto launch = [&](auto kernel, int64_t resident) {
+      if (tiles_a + tiles_b > resident) return false;
+      if (launch_cooperative(kernel, tiles_a + tiles_b, kHlaThreads, stream, args_a, tiles_a, args_b) ==
+          cudaErrorCooperativeLaunchTooLarge) {
+        (void)cudaGetLastError();  // fewer SMs than the device reports: the caller's two calls
+        return false;
+      }
+      return true;  // another error is left for the caller's launch check
+    };
+    if (a.stochastic && b.stochastic) {
+      launched = launch(hla_quantize_pair_one_launch<T, 4, true, true>,
+                        resident_ctas<hla_quantize_pair_one_launch<T, 4, true, true>>(kHlaThreads));
+    } else if (a.stochastic) {
+      launched = launch(hla_quantize_pair_one_launch<T, 4, true, false>,
+                        resident_ctas<hla_quantize_pair_one_launch<T, 4, true, false>>(kHlaThreads));
+    } else if (b.stochastic) {
+      launched = launch(hla_quantize_pair_one_launch<T, 4, false, true>,
+                        resident_ctas<hla_quantize_pair_one_launch<T, 4, false, true>>(kHlaThreads));
+    } else {
+      launched = launch(hla_quantize_pair_one_launch<T, 4, false, false>,
+                        resident_ctas<hla_quantize_pair_one_launch<T, 4, false, false>>(kHlaThreads));
+    }
+  });
+  return launched;
 }
 
 void hla_project(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,

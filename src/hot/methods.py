@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import rounding
-from .backends import Backend, HLASpec, HQSpec, column_sums, create_backend
+from .backends import Backend, HLASpec, HQSpec, InputCodes, column_sums, create_backend
 from .config import HOTConfig
 from .hadamard import block_hadamard, largest_block
 from .hla import HLA_BLOCK, HLAWindows, hla_project_matmul, hla_unproject, projected_rows
@@ -286,7 +286,12 @@ class HOTMethod(Method):
             packed = resolve_saved(saved)  # made here: in a CUDA graph, on x's codes' stream
             return packed if self.config.abc else backend.hla_quantize(packed[0], specs.input_hla)
 
-        return backend.layer_gradients(g_y, weight, x_codes, specs.grad_output, specs.grad_output_hla, gx_dtype, bias)
+        # x kept as it was read: quantised in the backward, where the real backend may pair it with g_y's quantiser
+        kept = not self.config.abc and not callable(saved)
+        x_codes_from = InputCodes(backend, saved[0], specs.input_hla) if kept else x_codes
+        return backend.layer_gradients(
+            g_y, weight, x_codes_from, specs.grad_output, specs.grad_output_hla, gx_dtype, bias
+        )
 
 
 def record_lqs_errors(g_y: torch.Tensor, block: int, bits: int, state: LayerState) -> None:

@@ -360,6 +360,114 @@ def test_one_launch_hla_equals_the_two_passes(kernel_backend, dtype, rounding, w
         _assert_bits(g, w.cpu())
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("x_rounding", ["nearest", "stochastic"])
+@pytest.mark.parametrize(
+    ("windows", "samples", "x_channels", "g_channels"),
+    [(_paper(197), 2, 256, 64), (_paper(49), 1, 1024, 768), (_spatial(1, 14, 14), 3, 768, 2304), (_paper(16), 5, 4, 8)],
+    ids=str,
+)
+def test_two_hla_quantisers_in_one_launch_equal_two_calls(dtype, x_rounding, windows, samples, x_channels, g_channels):
+    """x's and g_y's HLA quantisers in one cooperative launch (the figure's backward of a layer that kept x): each
+    tensor's codes, scale and g_y's column sums bit for bit as two calls make them."""
+    from hot.backends import InputCodes
+
+    real = RealBackend()
+    x = _randn(windows.tokens * samples, x_channels, seed=x_channels, dtype=dtype).to(CUDA)
+    g_y = _randn(windows.tokens * samples, g_channels, seed=g_channels + 1, dtype=dtype).to(CUDA)
+    x_key = hash_key(4, 5, 6, Stream.GW_INPUT) if x_rounding == "stochastic" else None
+    x_spec = HLASpec(windows, 8, 8, x_rounding, "per_tensor", x_key)
+    g_spec = HLASpec(windows, 8, 8, "stochastic", "per_tensor", hash_key(4, 5, 6, Stream.GW_GRAD_OUTPUT))
+    x_codes = InputCodes(real, x, x_spec)
+    assert real._pairs_with_grad_output(x_codes, g_y, g_spec)
+    names = _cuda_kernels(lambda: real._hla_quantize_pair(x_codes, g_y, g_spec, True))
+    assert _launches(names, "hla_quantize_pair_one_launch") and len(names) == 1
+    (x_c, x_s), (g_c, g_s, g_sums) = real._hla_quantize_pair(x_codes, g_y, g_spec, True)
+    want_x, want_g = real.hla_quantize(x, x_spec), real._hla_quantize(g_y, g_spec, True)
+    for got, want in zip((x_c, x_s, g_c, g_s, g_sums), (*want_x, *want_g), strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
+    with hla_one_launch(real, False):  # off: two calls, each in its two passes
+        names = _cuda_kernels(lambda: real._hla_quantize_pair(x_codes, g_y, g_spec, True))
+        assert not _launches(names, "one_launch") and _launches(names, "hla_amax")
+        again = real._hla_quantize_pair(x_codes, g_y, g_spec, True)
+    assert torch.equal(again[0][0], x_c) and torch.equal(again[1][0], g_c) and torch.equal(again[1][2], g_sums)
+
+
+def test_two_hla_quantisers_too_large_for_one_launch_take_two_calls() -> None:
+    """Tiles of both tensors beyond what the GPU holds at once: two calls, the same bits; so for channels not in
+    fours and for tensors of two types."""
+    from hot.backends import InputCodes
+
+    real = RealBackend()
+    spec = HLASpec(_paper(16), 8, 8, "stochastic", "per_tensor", hash_key(1, 2, 3, Stream.GW_GRAD_OUTPUT))
+    for x, g_y in (
+        (_randn(16 * 96, 4096, seed=1).to(CUDA), _randn(16 * 96, 4096, seed=2).to(CUDA)),
+        (_randn(64, 36, seed=3).to(CUDA), _randn(64, 30, seed=4).to(CUDA)),
+        (_randn(64, 32, seed=5).to(CUDA), _randn(64, 32, seed=6, dtype=torch.bfloat16).to(CUDA)),
+    ):
+        x_codes = InputCodes(real, x, spec)
+        names = _cuda_kernels(lambda x_codes=x_codes, g_y=g_y: real._hla_quantize_pair(x_codes, g_y, spec, False))
+        assert not _launches(names, "pair")
+        (x_c, x_s), (g_c, g_s, _) = real._hla_quantize_pair(x_codes, g_y, spec, False)
+        want = (*real.hla_quantize(x, spec), *real.hla_quantize(g_y, spec))
+        for got, expected in zip((x_c, x_s, g_c, g_s), want, strict=True):
+            assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize(
+    ("rows", "out_f", "in_f", "w_dtype", "g_dtype", "columns"),
+    [
+        (3136, 64, 256, torch.float32, torch.float32, True),  # ResNet-50 layer1.conv1: 8 rows a CTA
+        (49, 768, 1024, torch.float32, torch.float32, True),  # EfficientFormer stages.3.proj: 48 chunks a row
+        (197, 3072, 768, torch.float32, torch.bfloat16, False),  # 192 chunks: a row on 192 of 256 threads
+        (394, 96, 64, torch.bfloat16, torch.bfloat16, True),
+        (1, 96, 64, torch.float32, torch.float16, False),
+        (33, 16 * 300, 32, torch.float32, torch.bfloat16, True),  # 2 chunks a thread
+        (17, 16 * 700, 16, torch.float16, torch.float32, False),  # 4 chunks a thread
+    ],
+)
+def test_weight_and_grad_output_codes_in_one_launch_equal_the_two_quantisers(
+    rows, out_f, in_f, w_dtype, g_dtype, columns
+) -> None:
+    """W's code pass and g_y's per-token HQ rows in one launch (after W's statistics pass): W's codes, scale and
+    column scales and g_y's codes and scales bit for bit as hq_quantize_weight and hq_quantize_grad_output make
+    them."""
+    from hot.backends.real import WeightCodes
+
+    real = RealBackend()
+    hq = HQSpec(16, 4, "per_token", hash_key(7, 1, 3, Stream.GX_GRAD_OUTPUT))
+    w = (_randn(out_f, in_f, seed=out_f) * 0.02).to(w_dtype).to(CUDA)
+    g_y = _randn(rows, out_f, seed=rows, dtype=g_dtype).to(CUDA)
+    w_codes = WeightCodes(real, w, hq, columns)
+    assert real._weight_with_grad_output(w_codes, g_y, hq)
+    names = _cuda_kernels(lambda: real._weight_and_grad_output_codes(w_codes, g_y, hq))
+    assert len(names) == 2 and _launches(names, "sawb_partials") and _launches(names, "weight_and_grad_output_codes")
+    w_got, g_got = real._weight_and_grad_output_codes(w_codes, g_y, hq)
+    w_want, g_want = w_codes(), real.hq_quantize_grad_output(g_y, hq)
+    for got, want in zip((*w_got, *g_got), (*w_want, *g_want), strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
+        assert getattr(got, "_hot_4bit_codes", False) == getattr(want, "_hot_4bit_codes", False)
+
+
+def test_weight_and_grad_output_codes_where_the_one_launch_does_not_apply() -> None:
+    """Rows of more than 1024 chunks take hq_grad_output_per_token_long: no shared launch, so the captured backward
+    keeps W's stream; the op still gives both quantisers' results (two calls)."""
+    from hot.backends.real import WeightCodes
+
+    real = RealBackend()
+    hq = HQSpec(16, 4, "per_token", hash_key(7, 1, 3, Stream.GX_GRAD_OUTPUT))
+    w, g_y = _randn(16 * 1100, 16, seed=1).to(CUDA) * 0.02, _randn(5, 16 * 1100, seed=2).to(CUDA)
+    w_codes = WeightCodes(real, w, hq, False)
+    assert not real._weight_with_grad_output(w_codes, g_y, hq)
+    hq8 = replace(hq, block=8)
+    assert not real._weight_with_grad_output(WeightCodes(real, w[:64], hq8, False), g_y[:, :64], hq8)
+    names = _cuda_kernels(lambda: real._weight_and_grad_output_codes(w_codes, g_y, hq))
+    assert _launches(names, "weight_quantize") and _launches(names, "hq_grad_output_per_token_long")
+    w_got, g_got = real._weight_and_grad_output_codes(w_codes, g_y, hq)
+    for got, want in zip((*w_got, *g_got), (*w_codes(), *real.hq_quantize_grad_output(g_y, hq)), strict=True):
+        assert torch.equal(got, want)
+
+
 def test_hla_too_large_to_be_resident_takes_two_passes(kernel_backend) -> None:
     """8192 tiles are more than any GPU holds at once: the amax pass and the code pass; so does a per-channel scale
     (its amax is one a column)."""
@@ -830,17 +938,20 @@ def test_a_real_layer_keeps_its_step_on_the_gpu(kernel_backend) -> None:
 
 
 @pytest.mark.parametrize(
-    ("rows", "out_f", "in_f", "fused", "side"),
+    ("rows", "out_f", "in_f", "fused", "side", "data"),
     [
-        (394, 96, 64, False, True),
-        (3152, 768, 3072, False, True),
-        (394, 96, 64, True, True),  # the fused quantiser keeps one stream
-        (394, 96, 64, False, False),
+        (394, 96, 64, False, True, False),
+        (3152, 768, 3072, False, True, False),
+        (394, 96, 64, True, True, False),  # the fused quantiser keeps one stream
+        (394, 96, 64, False, False, False),
+        # x and W given as data: x's codes in one launch with g_y's HLA codes, W's with its HQ codes (one side stream)
+        (394, 96, 64, False, True, True),
+        (3152, 768, 3072, False, True, True),
     ],
 )
-def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, out_f, in_f, fused, side) -> None:
-    from hot.backends import gradients_in_order
-    from hot.backends.real import _side_stream
+def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, out_f, in_f, fused, side, data):
+    from hot.backends import InputCodes, gradients_in_order
+    from hot.backends.real import WeightCodes, _side_stream
     from hot.methods import Keys, layer_specs
 
     real = RealBackend(fused_grad_output=fused, side_stream=side)
@@ -862,6 +973,10 @@ def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, o
     def x_codes_from() -> tuple[torch.Tensor, torch.Tensor]:  # made in the backward: beside g_y's HLA codes
         return real.hla_quantize(x, specs.input_hla)
 
+    if data:
+        w_codes_from, x_codes_from = WeightCodes(real, w, hq, False), InputCodes(real, x, specs.input_hla)
+        assert real._weight_with_grad_output(w_codes_from, g_y, hq)
+        assert real._pairs_with_grad_output(x_codes_from, g_y, gy)
     want = gradients_in_order(real, g_y, hq, gy, True, g_x_from, g_w_from, w_codes_from, x_codes_from)
     asked = _side_stream.cache_info()
     real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, w_codes_from, x_codes_from)
@@ -875,7 +990,7 @@ def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, o
     with torch.cuda.graph(graph):  # captured: the g_w chain and x's codes on side streams (fused: one stream)
         got = real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, w_codes_from, x_codes_from)
     now = _side_stream.cache_info()
-    assert now.hits + now.misses == asked.hits + asked.misses + (3 if side and not fused else 0)
+    assert now.hits + now.misses == asked.hits + asked.misses + ((1 if data else 3) if side and not fused else 0)
     for _ in range(3):
         graph.replay()
         torch.cuda.synchronize()

@@ -182,6 +182,19 @@ class Backend(Protocol):
         call of its compiled ops."""
 
 
+@dataclass(frozen=True, eq=False)
+class InputCodes:
+    """An :data:`XCodesFrom` that quantises x in the backward (``backend.hla_quantize(x, spec)``), as data: the
+    real backend's captured backward can then quantise x and g_y in one launch (the same bits)."""
+
+    backend: Backend
+    x: torch.Tensor
+    spec: HLASpec
+
+    def __call__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.backend.hla_quantize(self.x, self.spec)
+
+
 class QuantizedGradOutput(NamedTuple):
     """What :meth:`Backend.quantize_grad_output` makes of one g_y."""
 

@@ -39,6 +39,7 @@ problem; specs are checked when they are made (:class:`hot.backends.HQSpec`, :cl
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from collections.abc import Callable, Iterator
 from types import ModuleType
@@ -52,6 +53,7 @@ from . import (
     GradientFrom,
     HLASpec,
     HQSpec,
+    InputCodes,
     QuantizedGradOutput,
     WeightCodesFrom,
     WeightGradientFrom,
@@ -106,6 +108,21 @@ def _side_stream(device: torch.device, index: int = 0) -> torch.cuda.Stream:
     """A side stream of a CUDA device for :meth:`RealBackend.gradients`: index 0 the g_w chain's, 1 x's codes', 2 W's
     codes'."""
     return torch.cuda.Stream(device)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class WeightCodes:
+    """The :data:`WeightCodesFrom` of :meth:`RealBackend._layer_gradients_in_parts`: W's codes and scale (and, with
+    ``column_scales``, the FP8 GEMM's column scales) from ``RealBackend._weight_codes``, as data: a captured backward
+    can then make them in one launch with g_y's HQ codes (the same bits)."""
+
+    backend: RealBackend
+    weight: torch.Tensor
+    spec: HQSpec
+    column_scales: bool
+
+    def __call__(self) -> tuple[torch.Tensor, ...]:
+        return self.backend._weight_codes(self.weight, self.spec, self.column_scales)
 
 
 def fp8_gemm_available() -> bool:
@@ -436,29 +453,120 @@ class RealBackend:
                 self, g_y, hq, hla, column_sums, g_x_from, g_w_from, weight_codes_from, x_codes_from
             )
         current = torch.cuda.current_stream(g_y.device)
-        side, operand = _side_stream(g_y.device), _side_stream(g_y.device, 1)
-        weight_stream = _side_stream(g_y.device, 2)
+        side = _side_stream(g_y.device)
+        pair_x = self._pairs_with_grad_output(x_codes_from, g_y, hla)
+        w_with_gy = self._weight_with_grad_output(weight_codes_from, g_y, hq)
         # Every side section starts after all the current stream has queued, and the current stream waits for
         # them before anything reads their results: the caching allocator's per-stream reuse then needs no
         # record_stream (which graph capture does not take), for the side sections' blocks or for g_y.
-        for stream in (side, operand, weight_stream):
+        streams = [side]
+        if not pair_x:
+            streams.append(_side_stream(g_y.device, 1))
+        if not w_with_gy:
+            streams.append(_side_stream(g_y.device, 2))
+        for stream in streams:
             stream.wait_stream(current)
         try:
-            with torch.cuda.stream(weight_stream):
-                w_codes = weight_codes_from()
-            with torch.cuda.stream(operand):
-                x_codes = x_codes_from()
+            if not w_with_gy:
+                with torch.cuda.stream(streams[-1]):
+                    w_codes = weight_codes_from()
+            if not pair_x:
+                with torch.cuda.stream(streams[1]):
+                    x_codes = x_codes_from()
             with torch.cuda.stream(side):
-                codes, scale, sums = self._hla_quantize(g_y, hla, column_sums)
-                side.wait_stream(operand)
+                if pair_x:
+                    x_codes, (codes, scale, sums) = self._hla_quantize_pair(x_codes_from, g_y, hla, column_sums)
+                else:
+                    codes, scale, sums = self._hla_quantize(g_y, hla, column_sums)
+                    side.wait_stream(streams[1])
                 g_w = g_w_from(codes, scale, *x_codes)
-            a_codes, a_scale = self.hq_quantize_grad_output(g_y, hq)
-            current.wait_stream(weight_stream)
+            if w_with_gy:
+                w_codes, (a_codes, a_scale) = self._weight_and_grad_output_codes(weight_codes_from, g_y, hq)
+            else:
+                a_codes, a_scale = self.hq_quantize_grad_output(g_y, hq)
+                current.wait_stream(streams[-1])
             g_x = g_x_from(a_codes, a_scale, *w_codes)
         finally:  # joined on an error too: an unjoined capture would end with a CUDA error in place of this one
-            for stream in (weight_stream, operand, side):
+            for stream in reversed(streams):
                 current.wait_stream(stream)
         return g_x, g_w, sums
+
+    def _pairs_with_grad_output(self, x_codes_from: XCodesFrom, g_y: torch.Tensor, hla: HLASpec) -> bool:
+        """Whether :meth:`gradients` quantises x with g_y's HLA quantiser (:meth:`_hla_quantize_pair`): x given as
+        :class:`InputCodes` of this backend, both on the kernels' per-tensor quantiser, one hash."""
+        if not isinstance(x_codes_from, InputCodes) or x_codes_from.backend is not self:
+            return False
+        x, spec = x_codes_from.x, x_codes_from.spec
+        both = (spec, hla)
+        stochastic = {s.hash for s in both if s.rounding == "stochastic"}
+        return (
+            x.is_cuda
+            and x.device == g_y.device
+            and all(s.windows.block == 16 and s.granularity == "per_tensor" for s in both)
+            and len(stochastic) <= 1
+        )
+
+    def _hla_quantize_pair(
+        self, x_codes: InputCodes, g_y: torch.Tensor, hla: HLASpec, column_sums: bool
+    ) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]:
+        """x's HLA codes and scale, and g_y's with its column sums (``column_sums``), as :meth:`hla_quantize` and
+        :meth:`_hla_quantize` make them, from one cooperative launch where the kernels take both at once (else
+        two calls on the current stream)."""
+        x, spec = x_codes.x, x_codes.spec
+        self.ops.check_float_matrix(x, "t")
+        self.ops.check_float_matrix(g_y, "t")
+        args = []
+        for t, s, sums in ((x, spec, False), (g_y, hla, column_sums)):
+            windows, rows, bits, stochastic, key, step = _hla_args(s)
+            args += [_aligned(t), windows, rows, bits, stochastic, key, sums, step]
+        hashes = [s.hash for s in (spec, hla) if s.rounding == "stochastic"]
+        rounds = hash_rounds(hashes[0] if hashes else SPEC_HASH)
+        x_c, x_s, _, g_c, g_s, g_sums = self.ops.hla_quantize_pair(*args, rounds)
+        return (x_c.t(), x_s), (g_c.t(), g_s, g_sums if column_sums else None)
+
+    def _weight_with_grad_output(self, weight_codes_from: WeightCodesFrom, g_y: torch.Tensor, hq: HQSpec) -> bool:
+        """Whether :meth:`gradients` makes W's codes and g_y's HQ codes in one launch after W's statistics pass
+        (:meth:`_weight_and_grad_output_codes`): W given as :class:`WeightCodes` of this backend and of g_y's spec,
+        per-token scales, rows the kernels' launch takes."""
+        if not isinstance(weight_codes_from, WeightCodes) or weight_codes_from.backend is not self:
+            return False
+        w = weight_codes_from.weight
+        return (
+            weight_codes_from.spec == hq
+            and hq.granularity == "per_token"
+            and w.is_cuda
+            and w.device == g_y.device
+            and w.dim() == 2
+            and g_y.dim() == 2
+            and g_y.shape[1] == w.shape[0]
+            and self.ops.weight_and_grad_output_in_one_launch(hq.block, g_y.shape[1])
+        )
+
+    def _weight_and_grad_output_codes(
+        self, weight_codes: WeightCodes, g_y: torch.Tensor, hq: HQSpec
+    ) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, torch.Tensor]]:
+        """``weight_codes()`` and :meth:`hq_quantize_grad_output`'s codes and scale, from W's statistics pass and
+        one launch for both code sets (the same bits)."""
+        w, column_scales = weight_codes.weight, weight_codes.column_scales
+        self.ops.check_float_matrix(w, "weight")
+        self.ops.check_float_matrix(g_y, "g_y")
+        w, g = _aligned(w), _aligned(g_y)
+        key, step = _key_arg(hq.key)
+        *w_out, codes, scale = self.ops.hq_quantize_weight_and_grad_output(
+            w,
+            g,
+            hq.block,
+            hq.bits,
+            self._fp8_codes(w.device, hq.bits, *w.shape),
+            column_scales,
+            key,
+            self._fp8_codes(g.device, hq.bits, g.shape[-1]),
+            step,
+            hash_rounds(hq.hash),
+        )
+        codes_t, *scales = w_out
+        w_codes = mark_4bit(codes_t.t()) if hq.bits == 4 else codes_t.t()
+        return (w_codes, *scales), (mark_4bit(codes) if hq.bits == 4 else codes, scale)
 
     def layer_gradients(
         self,
@@ -527,7 +635,7 @@ class RealBackend:
         backward has it), which :meth:`hq_matmul` takes, so the g_x chain launches no kernel to make them (the same
         bits: one float multiply by the same factor)."""
         columns = self._gx_columns_from_quantiser(g_y, weight, hq, gx_dtype)
-        weight_codes = (lambda: self._weight_codes(weight, hq, column_scales=True)) if columns else None
+        weight_codes = WeightCodes(self, weight, hq, columns)
         return layer_gradients_in_parts(self, g_y, weight, x_codes_from, hq, hla, gx_dtype, column_sums, weight_codes)
 
     def _gx_columns_from_quantiser(

@@ -11,9 +11,9 @@ per sample) at the paper's L and at L × 128, one backward's two gradient GEMMs 
   (:meth:`hot.methods.LBPWHTMethod.backward_gemms`: gathers, a batched GEMM with the (8, 16) basis, scatters);
 - ``hot``: the real backend (hot-kernels) from fp32 g_y, x, W: Q4(HT(g_y)) per token, Q4(HT(W)) SAWB,
   the g_x GEMM and dequantisation, and beside them on a second stream Q8(P g_y), the g_w GEMM and dequantisation,
-  with Q8(P x) on a third stream beside Q8(P g_y) and Q4(HT(W)) on a fourth: the training backward
-  (:meth:`hot.backends.Backend.layer_gradients`) as a captured step that makes x's codes runs it; ``hot_bf16``
-  the same from bf16 tensors; ``hot.<stage>`` each stage alone; ``hot_multi_launch`` ``hot`` with HLA's
+  with Q8(P x) in one launch with Q8(P g_y) and Q4(HT(W))'s codes in one with Q4(HT(g_y))'s: the training
+  backward (:meth:`hot.backends.Backend.layer_gradients`) as a captured step of a layer that kept x runs it;
+  ``hot_bf16`` the same from bf16 tensors; ``hot.<stage>`` each stage alone; ``hot_multi_launch`` ``hot`` with HLA's
   one-launch path off (each HLA quantiser a memset, an amax pass and a code pass, as before that path).
 
 Each variant is captured once in a CUDA graph (launch gaps removed; eager timing where capture fails), warmed
@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from ..backends import InputCodes
 from ..backends.real import hla_one_launch
 from ..config import HOTConfig
 from ..hla import HLAWindows, hla_windows
@@ -66,14 +67,12 @@ def _hot(backend: Any, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, toke
     def hla_gy() -> tuple:
         return backend.hla_quantize(g_y, gy)
 
-    def hla_x() -> tuple:
-        return backend.hla_quantize(x, inp)
-
+    hla_x = InputCodes(backend, x, inp)
     a, b, gq, xq = quant_gy(), quant_w(), hla_gy(), hla_x()
 
     def full() -> tuple:
-        # the training backward (Backend.layer_gradients), as a captured step runs it: W's codes, x's codes and the
-        # g_w chain on side streams beside the g_x chain
+        # the training backward (Backend.layer_gradients) of a layer that kept x, as a captured step runs it: x's
+        # codes with g_y's HLA codes and the g_w chain on a side stream, W's codes with g_y's HQ codes in the g_x chain
         return backend.layer_gradients(g_y, w, hla_x, hq, gy, torch.float32, False)
 
     return {

@@ -1,13 +1,11 @@
 """Interleaved A/B of the latency figure's HOT backward (``hot latency``'s rows at the paper's L) on one GPU.
 
 Variants, each captured once in a CUDA graph: ``fp32`` (cuBLAS); HOT's captured backward as ``hot latency`` times
-it (``Backend.layer_gradients``: the g_w chain, x's codes and W's codes on side streams, W's quantiser writing the
-FP8 GEMM's column scales) as ``hot``; ``w_beside``, the same with the column scales made by their own launch in the
-g_x chain (``hq_matmul``); ``w_in_chain``, W quantised in the g_x chain after g_y's codes, as before W had a stream
-(its own stream is still forked and joined, empty);
-and ``two``, ``hot`` with HLA's one-launch path off (memset, amax pass, code pass). The variants are then timed in
-turn, round after round (GPU time, the launch hidden behind a busy-wait), so clock drift and other tenants land on
-all of them alike; each row reports the median over rounds of each round's median.
+it (``Backend.layer_gradients`` of a layer that kept x: x's codes in one launch with g_y's HLA codes, W's code pass in
+one with g_y's HQ codes) as ``hot``; ``streams``, the same kernels' work as before those launches (x's and W's codes
+each on a stream of their own, their quantisers alone); ``pair_only`` and ``w_only``, one of the two launches each.
+The variants are then timed in turn, round after round (GPU time, the launch hidden behind a busy-wait), so clock
+drift and other tenants land on all of them alike; each row reports the median over rounds of each round's median.
 
     python -m hot.bench.latency_ab OUT.json [ROUNDS]
 """
@@ -19,7 +17,8 @@ import sys
 
 import torch
 
-from ..backends.real import RealBackend, hla_one_launch
+from ..backends import InputCodes, layer_gradients_in_parts
+from ..backends.real import RealBackend, WeightCodes
 from ..paper import paper_values
 from ..results import write_json_atomic
 from .latency import _cublas, _hot, hot_specs
@@ -27,29 +26,19 @@ from .timing import replayable, time_replays
 
 
 def _compositions(backend: RealBackend, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, tokens: int) -> dict:
-    """The captured backward composed as it was before each of its changes (the same kernels, so the same bits)."""
+    """The captured backward with x's codes and W's each made in the launch they share with g_y's codes or alone on
+    their own stream (a plain callable in place of the data the backend reads: the same kernels, the same bits)."""
     specs = hot_specs(w.shape[0], tokens)
     hq, gy, inp = specs.grad_output, specs.grad_output_hla, specs.input_hla
+    columns = backend._gx_columns_from_quantiser(g_y, w, hq, torch.float32)
+    w_codes, x_codes = WeightCodes(backend, w, hq, columns), InputCodes(backend, x, inp)
 
-    def x_codes() -> tuple:
-        return backend.hla_quantize(x, inp)
+    def composed(pair: bool, fuse_w: bool) -> object:
+        x_from = x_codes if pair else lambda: x_codes()
+        w_from = w_codes if fuse_w else lambda: w_codes()
+        return lambda: layer_gradients_in_parts(backend, g_y, w, x_from, hq, gy, torch.float32, False, w_from)
 
-    def g_w(codes: torch.Tensor, scale: torch.Tensor, x_c: torch.Tensor, x_s: torch.Tensor) -> torch.Tensor:
-        return backend.hla_matmul(codes, scale, x_c, x_s, gy)
-
-    def w_beside() -> tuple:
-        def g_x(codes: torch.Tensor, scale: torch.Tensor, w_c: torch.Tensor, w_s: torch.Tensor) -> torch.Tensor:
-            return backend.hq_matmul(codes, scale, w_c, w_s, hq)
-
-        return backend.gradients(g_y, hq, gy, False, g_x, g_w, lambda: backend.hq_quantize_weight(w, hq), x_codes)
-
-    def w_in_chain() -> tuple:
-        def g_x(codes: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-            return backend.hq_matmul(codes, scale, *backend.hq_quantize_weight(w, hq), hq)
-
-        return backend.gradients(g_y, hq, gy, False, g_x, g_w, tuple, x_codes)
-
-    return {"w_beside": w_beside, "w_in_chain": w_in_chain}
+    return {"streams": composed(False, False), "pair_only": composed(True, False), "w_only": composed(False, True)}
 
 
 def main(out: str, rounds: int = 7) -> None:
@@ -71,9 +60,6 @@ def main(out: str, rounds: int = 7) -> None:
         for name, fn in variants.items():
             runs[name], mode = replayable(fn)
             assert mode == "graph", (name, mode)
-        with hla_one_launch(backend, False):
-            runs["two"], mode = replayable(variants["hot"])
-        assert mode == "graph", ("two", mode)
         times: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(rounds):
             for name, run in runs.items():

@@ -166,6 +166,7 @@ void run_weight(const hot::WeightQuantizeCall& c, cudaStream_t stream) {
 // (codes_t (I, O) int8 = W's codes transposed, or float8 e4m3 with fp8; scale ()).
 // Q(HT(W)): (codes_t (I, O), scale ()), and with column_scales the FP8 GEMM's column scale vector (I): scale / block.
 std::vector<at::Tensor> quantize_weight(const at::Tensor& w, int64_t block, int64_t bits, bool fp8, bool column_scales) {
+  check_cuda(w, "weight");  // before the guard, which takes CUDA devices only
   const c10::cuda::CUDAGuard guard(w.device());
   const WeightOutputs out = weight_outputs(w, block, bits, fp8, column_scales);
   run_weight(out.call, c10::cuda::getCurrentCUDAStream());
@@ -329,6 +330,7 @@ std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int6
                                      int64_t bits, bool stochastic, bool per_channel,
                                      const std::vector<int64_t>& key, bool column_sums,
                                      const std::optional<at::Tensor>& step, int64_t hash_rounds) {
+  check_cuda(t, "t");  // before the guard, which takes CUDA devices only
   const c10::cuda::CUDAGuard guard(t.device());
   const HlaOutputs out = hla_outputs(t, windows, rows, bits, stochastic, per_channel, key, column_sums, step,
                                      hash_rounds);

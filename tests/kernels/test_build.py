@@ -93,6 +93,19 @@ cases = [
         lambda: _C.hla_quantize(torch.zeros(4, 32), [16, 0, 1, 16, 16], [0], 8, False, False, [0], True, None, 2),
         "t must be a CUDA",
     ),
+    (
+        lambda: _C.hq_quantize_weight_and_grad_output(
+            torch.zeros(32, 32), torch.zeros(4, 32), 16, 4, False, False, [1], False, None, 2
+        ),
+        "g_y must be a CUDA tensor",
+    ),
+    (
+        lambda: _C.hla_quantize_pair(
+            torch.zeros(16, 4), [16, 0, 1, 16, 16], [0], 8, False, [0], False, None,
+            torch.zeros(16, 4), [16, 0, 1, 16, 16], [0], 8, True, [1], True, None, 2,
+        ),
+        "a must be a CUDA tensor",
+    ),
     (lambda: _C.check_hq_matmul(i8, torch.ones(4), i8, torch.ones(1), 16), "a_codes must be on a CUDA device"),
     (lambda: _C.check_hla_matmul(i8, torch.ones(1), i8, torch.ones(1)), "g_codes must be on a CUDA device"),
     (lambda: _C.cutlass_gemm_s8(i8, i8), "a must be a CUDA tensor"),
@@ -123,7 +136,7 @@ print("checked", len(cases))
 """
     result = _run_with_ops(built, code)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip() == "checked 13"
+    assert result.stdout.strip() == "checked 15"
 
 
 def _cuobjdump(nvcc: str) -> str | None:

@@ -9,6 +9,7 @@
 #include <cuda_fp8.h>
 #include <cooperative_groups.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <tuple>
@@ -329,6 +330,7 @@ void launch_hq_grad_output(const T* g, int64_t rows, int64_t cols, int qmax, boo
 // --- g_x path: Q4(HT(W)) with SAWB --------------------------------------------------------------
 
 constexpr int kSawbBlocks = 256;
+constexpr int kMinWeightThreads = 160;  // weight_quantize_block's smallest block: the shared launch's
 
 // Thread per (block of N rows, column): N strided loads (coalesced across the warp's columns).
 template <typename T, int N>
@@ -394,22 +396,22 @@ __global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t i
 // coalesced loads a thread issued at once (one thread loading them from global memory one by one would wait out
 // the L2 latency hundreds of times), and three threads fold the three components at once, each in index order with
 // the functions the CPU test checks against the reference (quant_scalar.cuh): every CTA gets the same bits.
-// The body, for CTA `block` of `blocks` (the kernel's own grid, or its share of a launch with other work).
+// The body, for CTA `block` of `blocks` (the kernel's own grid, or its share of a launch with other work), on
+// blocks of at least kMinWeightThreads threads (the max over the partials runs on thread 32).
 template <typename T, int N>
 __device__ __forceinline__ void weight_quantize_block(const T* __restrict__ w, int64_t groups, int64_t in_cols,
                                                       const double* __restrict__ partials, bool sawb4, int qmax,
                                                       bool fp8, int8_t* __restrict__ codes_t,
                                                       float* __restrict__ scale, float* __restrict__ column_scales,
                                                       unsigned block, unsigned blocks) {
-  static_assert(3 * kSawbBlocks % kThreads == 0, "the partials are staged in whole rounds of the block");
   __shared__ double staged[3 * kSawbBlocks];
   __shared__ double sums[2];
   __shared__ float amax;
   const int64_t work = groups * in_cols, out_rows = groups * N;
   const int used = sawb_blocks_used(work);  // pass 1's grid: the partials written
 #pragma unroll
-  for (int k = 0; k < 3 * kSawbBlocks / kThreads; ++k) {
-    const int p = k * kThreads + threadIdx.x;
+  for (int k = 0; k < (3 * kSawbBlocks + kMinWeightThreads - 1) / kMinWeightThreads; ++k) {
+    const int p = k * static_cast<int>(blockDim.x) + threadIdx.x;
     if (p < 3 * used) staged[p] = partials[p];
   }
   __syncthreads();
@@ -420,8 +422,8 @@ __device__ __forceinline__ void weight_quantize_block(const T* __restrict__ w, i
   const float s = sawb_scale_from_sums(sums[0], sums[1], amax, static_cast<double>(work * N), sawb4, qmax);
   if (block == 0 && threadIdx.x == 0) *scale = s;
   const Scale sc = scale_of(s);
-  for (int64_t i = block * static_cast<int64_t>(kThreads) + threadIdx.x; i < work;
-       i += static_cast<int64_t>(blocks) * kThreads) {
+  for (int64_t i = block * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < work;
+       i += static_cast<int64_t>(blocks) * blockDim.x) {
     const int64_t g = i / in_cols, col = i % in_cols;
     if (g == 0 && column_scales != nullptr) column_scales[col] = __fmul_rn(s, 1.0f / N);
     float v[N];
@@ -453,11 +455,13 @@ void launch_weight(const T* w, int64_t out_rows, int64_t in_cols, int qmax, bool
                                                                              column_scales);
 }
 
-// W's code pass beside g_y's per-token HQ quantiser, in one launch of kThreads-thread CTAs: CTAs [0, w_blocks) run
-// weight_quantize's code pass, the others g_y's rows, kThreads / group rows a CTA, each on `group` threads (a whole
-// number of warps) as hq_grad_output_per_token runs a row on a block of `group` threads: the same bits (a row's
-// codes depend on its chunks' indices, not on the threads; its amax is a max). In a captured backward the g_x chain
-// is then W's statistics pass, this launch and the GEMM on one stream: no stream of W's own to fork and wait for.
+// W's code pass beside g_y's per-token HQ quantiser, in one launch: CTAs [0, w_blocks) run weight_quantize's code
+// pass, the others g_y's rows, blockDim.x / group rows a CTA, each on `group` threads (a whole number of warps) as
+// hq_grad_output_per_token runs a row on a block of `group` threads: the same bits (a row's codes depend on its
+// chunks' indices, not on the threads; its amax is a max). The block is the most whole groups in kThreads threads,
+// so no thread idles where g_y is large (160 threads for a row of 144 chunks, as the per-token kernel has it). In a
+// captured backward the g_x chain is then W's statistics pass, this launch and the GEMM on one stream: no stream of
+// W's own to fork and wait for.
 template <typename TW, typename TG, int N, int Chunks>
 __global__ void weight_and_grad_output_codes(const TW* __restrict__ w, int64_t groups, int64_t in_cols,
                                              const double* __restrict__ partials, bool sawb4, int qmax, bool w_fp8,
@@ -472,9 +476,9 @@ __global__ void weight_and_grad_output_codes(const TW* __restrict__ w, int64_t g
     return;
   }
   const Dither key = resolve_key(hash);
-  const int per_block = kThreads / group, slot = static_cast<int>(threadIdx.x) / group;
+  const int per_block = static_cast<int>(blockDim.x) / group, slot = static_cast<int>(threadIdx.x) / group;
   const int64_t row = static_cast<int64_t>(blockIdx.x - w_blocks) * per_block + slot;
-  const bool active = slot < per_block && row < rows;  // every thread takes part in the row maxima's barriers
+  const bool active = row < rows;  // every thread takes part in the row maxima's barriers
   hq_row_codes<TG, N, Chunks>(g, cols, row, active, static_cast<int>(threadIdx.x) % group, group, qmax, key, g_fp8,
                               g_codes, g_scale, [group](float m) { return group_max(m, group); });
 }
@@ -486,13 +490,13 @@ void launch_weight_and_grad_output(const TW* w, int64_t out_rows, int64_t in_col
                                    float* g_scale, int group, cudaStream_t stream) {
   constexpr int N = 16;
   const int64_t groups = out_rows / N, work = groups * in_cols;
-  const auto w_blocks = static_cast<unsigned>(grid_for(work));
-  const int64_t per_block = kThreads / group;
+  const int per_block = kThreads / group, threads = per_block * group;  // >= kMinWeightThreads for group >= 32
+  const int64_t w_blocks = std::min<int64_t>((work + threads - 1) / threads, kMaxGrid);
   const auto g_blocks = static_cast<unsigned>((rows + per_block - 1) / per_block);
   sawb_partials<TW, N><<<sawb_blocks_used(work), kThreads, 0, stream>>>(w, groups, in_cols, partials);
-  weight_and_grad_output_codes<TW, TG, N, Chunks><<<w_blocks + g_blocks, kThreads, 0, stream>>>(
-      w, groups, in_cols, partials, sawb4, qmax, w_fp8, w_codes_t, w_scale, column_scales, w_blocks, g, rows, cols,
-      key, g_fp8, g_codes, g_scale, group);
+  weight_and_grad_output_codes<TW, TG, N, Chunks><<<static_cast<unsigned>(w_blocks) + g_blocks, threads, 0, stream>>>(
+      w, groups, in_cols, partials, sawb4, qmax, w_fp8, w_codes_t, w_scale, column_scales,
+      static_cast<unsigned>(w_blocks), g, rows, cols, key, g_fp8, g_codes, g_scale, group);
 }
 
 // --- g_w path: HLA projection + quantise along tokens ---------------------------------------------

@@ -163,8 +163,9 @@ class Backend(Protocol):
         """One backward's (g_x, g_w, bias gradient or None): g_y quantised as :meth:`quantize_grad_output` does,
         ``g_x_from(hq codes, hq scale, *weight_codes_from())`` and ``g_w_from(hla codes, hla scale,
         *x_codes_from())``. While a CUDA graph is captured, the real backend queues the g_w chain on a second stream
-        beside the g_x chain, x's codes (where they are made in the backward) on a third and W's on a fourth, beside
-        g_y's quantisers (the same kernels on the same inputs: the same bits)."""
+        beside the g_x chain, and x's codes (where they are made in the backward) and W's either in the launches
+        they share with g_y's quantisers (x given as :class:`InputCodes`, W as its own ``WeightCodes``) or on streams
+        of their own (the same kernels' work on the same inputs: the same bits)."""
 
     def layer_gradients(
         self,

@@ -435,11 +435,15 @@ class RealBackend:
         x_codes_from: XCodesFrom,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """While a CUDA graph is captured: the g_w chain (HLA quantiser with the bias gradient, g_w_from) on a side
-        stream, x's codes (x_codes_from: stored codes, or x made again and quantised) on a third beside it, W's codes
-        (weight_codes_from) on a fourth, the g_x chain (HQ quantiser, g_x_from once W's codes are there) on the
-        current one, then the current stream waits for all. A small layer's kernels fill a fraction of the GPU, so
-        the independent quantisers and the two chains run side by side: W's quantiser, the g_x chain's longest
-        kernel at small L, starts with the backward instead of after g_y's codes. Eager calls keep one stream:
+        stream and the g_x chain (HQ quantiser, g_x_from once W's codes are there) on the current one, then the
+        current stream waits for all. x's codes given as :class:`InputCodes` (x kept, quantised here) come from one
+        cooperative launch with g_y's HLA codes in the g_w chain, and W's given as :class:`WeightCodes` from W's
+        statistics pass and one launch with g_y's HQ codes in the g_x chain, where the kernels take them (each chain
+        then one stream, no wait across streams until the join); other x's codes (stored, or x made again) run on a
+        third stream beside the g_w chain, other W's on a fourth. A small layer's kernels fill a fraction of the GPU,
+        and each branch a graph forks starts about 1.5 µs after the one before it and each wait across streams costs
+        about as much (measured on an H200, ``hot.bench.latency_timeline``): two branches, each one stream, took
+        410 µs summed over the latency figure's 16 layers against 475 with four. Eager calls keep one stream:
         there a HOT step is bound by its host time, which the other streams' events and switches add to (measured
         on an H100: 84.6 against 72.0 ms a ViT-B step eager, 49.5 against 50.8 in CUDA graphs). The fused
         quantiser writes both code sets in one pass, so it keeps one stream, as does ``side_stream=False``."""

@@ -7,7 +7,10 @@ each on a stream of their own, their quantisers alone); ``pair_only`` and ``w_on
 The variants are then timed in turn, round after round (GPU time, the launch hidden behind a busy-wait), so clock
 drift and other tenants land on all of them alike; each row reports the median over rounds of each round's median.
 
-    python -m hot.bench.latency_ab OUT.json [ROUNDS]
+    python -m hot.bench.latency_ab OUT.json [ROUNDS [LAYER ...]]
+
+For each LAYER named, every variant's kernels in its captured graph are also recorded, as
+:func:`hot.bench.latency_timeline.kernel_timeline` gives them (the row's ``timelines``): the same captures as timed.
 """
 
 from __future__ import annotations
@@ -41,8 +44,11 @@ def _compositions(backend: RealBackend, g_y: torch.Tensor, w: torch.Tensor, x: t
     return {"streams": composed(False, False), "pair_only": composed(True, False), "w_only": composed(False, True)}
 
 
-def main(out: str, rounds: int = 7) -> None:
-    """Times the variants of every row of the figure for ``rounds`` rounds and writes them to ``out`` (JSON)."""
+def main(out: str, rounds: int = 7, timelines: tuple[str, ...] = ()) -> None:
+    """Times the variants of every row of the figure for ``rounds`` rounds and writes them to ``out`` (JSON), with
+    each variant's kernel timeline for the layers named in ``timelines``."""
+    from .latency_timeline import REPLAYS, kernel_timeline
+
     if not torch.cuda.is_available():
         raise SystemExit("python -m hot.bench.latency_ab times CUDA graphs: it needs a CUDA GPU, and none is visible")
     backend = RealBackend()
@@ -67,6 +73,8 @@ def main(out: str, rounds: int = 7) -> None:
         result = {"model": row["model"], "layer": row["layer"], "L": tokens, "O": out_f, "I": in_f}
         result |= {f"{name}_device_us": statistics.median(ts) for name, ts in times.items()}
         result["rounds"] = times
+        if row["layer"] in timelines:
+            result["timelines"] = {name: kernel_timeline(run, REPLAYS) for name, run in runs.items()}
         rows.append(result)
         print(
             f"{row['model']:>22} {row['layer']:<15}",
@@ -78,4 +86,4 @@ def main(out: str, rounds: int = 7) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 7)
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 7, tuple(sys.argv[3:]))

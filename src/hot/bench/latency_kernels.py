@@ -4,7 +4,8 @@
     python -m hot.bench.latency_kernels > census.txt
 
 For three rows of the figure (ResNet-50 layer1.conv1, ViT-B fc1, EfficientFormer-L7 stages.3.proj at the paper's
-L), the full backward (`hot`) and each stage of `hot.bench.latency`, called eagerly on one stream 10 times under
+L), the full backward (`hot`), each stage of `hot.bench.latency` and the captured backward's two shared launches
+(W's passes with g_y's HQ rows, x's and g_y's HLA quantisers), called eagerly on one stream 10 times under
 torch.profiler: kernels a call, and each kernel's mean device time.
 """
 
@@ -13,10 +14,10 @@ from __future__ import annotations
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from ..backends import create_backend
-from ..config import HOTConfig
+from ..backends import InputCodes
+from ..backends.real import RealBackend, WeightCodes
 from ..paper import paper_values
-from .latency import _hot
+from .latency import _hot, hot_specs
 
 LAYERS = ("layer1.conv1", "fc1", "stages.3.proj")
 STAGES = (
@@ -29,18 +30,32 @@ STAGES = (
     "hot.hla_gemm_dequant",
 )
 CALLS = 10
+SHARED = ("hot.hq_quant_w_and_gy", "hot.hla_quant_x_and_gy")  # the captured backward's two shared launches
+
+
+def _shared_launches(backend: RealBackend, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, tokens: int) -> dict:
+    """The launches a captured backward shares between quantisers: W's passes with g_y's HQ rows, x's and g_y's HLA
+    quantisers."""
+    specs = hot_specs(w.shape[0], tokens)
+    hq, gy, inp = specs.grad_output, specs.grad_output_hla, specs.input_hla
+    columns = backend._gx_columns_from_quantiser(g_y, w, hq, torch.float32)
+    w_codes, x_codes = WeightCodes(backend, w, hq, columns), InputCodes(backend, x, inp)
+    return {
+        SHARED[0]: lambda: backend._weight_and_grad_output_codes(w_codes, g_y, hq),
+        SHARED[1]: lambda: backend._hla_quantize_pair(x_codes, g_y, gy, False),
+    }
 
 
 def main() -> None:
     rows = paper_values()["latency_figure"]["rows"]
-    backend = create_backend(HOTConfig(backend="real"), torch.device("cuda"))
+    backend = RealBackend()
     for name in LAYERS:
         row = next(r for r in rows if r["layer"] == name)
         tokens, out_f, in_f = int(row["L"]), int(row["O"]), int(row["I"])
         g_y, x = torch.randn(tokens, out_f, device="cuda"), torch.randn(tokens, in_f, device="cuda")
         w = torch.randn(out_f, in_f, device="cuda") * 0.02
-        fns = _hot(backend, g_y, w, x, tokens)
-        for stage in STAGES:
+        fns = _hot(backend, g_y, w, x, tokens) | _shared_launches(backend, g_y, w, x, tokens)
+        for stage in STAGES + tuple(SHARED):
             for _ in range(3):
                 fns[stage]()
             torch.cuda.synchronize()

@@ -1117,6 +1117,47 @@ def test_a_layer_backward_in_one_call_equals_its_calls_one_by_one(
         assert a is None or torch.equal(a, b)
 
 
+def test_a_capture_on_a_side_stream_still_forks(monkeypatch) -> None:
+    """torch's streams come from a pool reused round robin, so a capture can run on the very stream cached as the g_w
+    chain's: the backward then takes other side streams (none the capturing one), and its gradients are the eager
+    ones."""
+    from hot.backends import InputCodes
+    from hot.backends import real as real_module
+    from hot.methods import Keys, layer_specs
+
+    real = RealBackend()
+    specs = layer_specs(HOTConfig(hla_blocking="paper"), 96, _paper(197), Keys(7, 1, 3))
+    hq, gy = specs.grad_output, specs.grad_output_hla
+    g_y = _randn(394, 96, seed=5).to(CUDA)
+    x, w = _randn(394, 64, seed=6).to(CUDA), _randn(96, 64, seed=7).to(CUDA) * 0.02
+    pick = real_module._side_streams
+    for paired in (True, False):
+        x_codes = InputCodes(real, x, specs.input_hla) if paired else lambda: real.hla_quantize(x, specs.input_hla)
+        want = real.layer_gradients(g_y, w, x_codes, hq, gy, torch.float32, True)
+        chosen: list[tuple[torch.cuda.Stream, list[torch.cuda.Stream]]] = []
+
+        def spy(device, current, count, pick=pick, chosen=chosen):
+            streams = pick(device, current, count)
+            chosen.append((current, streams))
+            return streams
+
+        monkeypatch.setattr(real_module, "_side_streams", spy)
+        capture_stream = real_module._side_stream(g_y.device, 0)
+        capture_stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(capture_stream):
+            real.layer_gradients(g_y, w, x_codes, hq, gy, torch.float32, True)  # warm-up on that stream
+        torch.cuda.current_stream().wait_stream(capture_stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=capture_stream):
+            got = real.layer_gradients(g_y, w, x_codes, hq, gy, torch.float32, True)
+        (current, streams), *_ = chosen
+        assert current == capture_stream and current not in streams and len(set(streams)) == len(streams) > 1 - paired
+        graph.replay()
+        torch.cuda.synchronize()
+        for a, b in zip(got, want, strict=True):
+            assert torch.equal(a, b)
+
+
 def test_one_token_keeps_the_column_scales_launch() -> None:
     """One token's one scale and W's one make fp8_matmul tensor-wise: I column scales from W's quantiser would take
     the row-wise epilogue instead, so a capture of one token keeps the calls of layer_gradients_in_parts."""

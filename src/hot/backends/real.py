@@ -105,9 +105,25 @@ def hla_one_launch(backend: RealBackend, enabled: bool) -> Iterator[None]:
 
 @functools.cache
 def _side_stream(device: torch.device, index: int = 0) -> torch.cuda.Stream:
-    """A side stream of a CUDA device for :meth:`RealBackend.gradients`: index 0 the g_w chain's, 1 x's codes', 2 W's
-    codes'."""
+    """Side stream ``index`` of a CUDA device, made once: :func:`_side_streams` draws on them."""
     return torch.cuda.Stream(device)
+
+
+def _side_streams(device: torch.device, current: torch.cuda.Stream, count: int) -> list[torch.cuda.Stream]:
+    """``count`` distinct side streams of ``device`` for :meth:`RealBackend.gradients` (the g_w chain's, then x's
+    codes' and W's codes' where they have one), none of them ``current``: the first such of :func:`_side_stream`'s.
+    torch hands out its streams from a pool of 32 a priority, round robin, so a stream made after the side streams
+    (a capture's, say) can be one of them; a side section queued on the capturing stream itself runs after the rest
+    of the backward instead of beside it (ViT-B qkv's backward took 42 µs against 31 in the one capture of
+    ``python -m hot.bench.latency_ab`` whose stream was the g_w chain's)."""
+    streams: list[torch.cuda.Stream] = []
+    index = 0
+    while len(streams) < count:  # each new index takes the pool's next stream: the loop ends within 32 + count
+        stream = _side_stream(device, index)
+        if stream != current and stream not in streams:
+            streams.append(stream)
+        index += 1
+    return streams
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -457,38 +473,36 @@ class RealBackend:
                 self, g_y, hq, hla, column_sums, g_x_from, g_w_from, weight_codes_from, x_codes_from
             )
         current = torch.cuda.current_stream(g_y.device)
-        side = _side_stream(g_y.device)
         pair_x = self._pairs_with_grad_output(x_codes_from, g_y, hla)
         w_with_gy = self._weight_with_grad_output(weight_codes_from, g_y, hq)
+        streams = _side_streams(g_y.device, current, 1 + (not pair_x) + (not w_with_gy))
+        side, rest = streams[0], iter(streams[1:])
+        operand = None if pair_x else next(rest)
+        weight_stream = None if w_with_gy else next(rest)
         # Every side section starts after all the current stream has queued, and the current stream waits for
         # them before anything reads their results: the caching allocator's per-stream reuse then needs no
         # record_stream (which graph capture does not take), for the side sections' blocks or for g_y.
-        streams = [side]
-        if not pair_x:
-            streams.append(_side_stream(g_y.device, 1))
-        if not w_with_gy:
-            streams.append(_side_stream(g_y.device, 2))
         for stream in streams:
             stream.wait_stream(current)
         try:
-            if not w_with_gy:
-                with torch.cuda.stream(streams[-1]):
+            if weight_stream is not None:
+                with torch.cuda.stream(weight_stream):
                     w_codes = weight_codes_from()
-            if not pair_x:
-                with torch.cuda.stream(streams[1]):
+            if operand is not None:
+                with torch.cuda.stream(operand):
                     x_codes = x_codes_from()
             with torch.cuda.stream(side):
-                if pair_x:
+                if operand is None:
                     x_codes, (codes, scale, sums) = self._hla_quantize_pair(x_codes_from, g_y, hla, column_sums)
                 else:
                     codes, scale, sums = self._hla_quantize(g_y, hla, column_sums)
-                    side.wait_stream(streams[1])
+                    side.wait_stream(operand)
                 g_w = g_w_from(codes, scale, *x_codes)
-            if w_with_gy:
+            if weight_stream is None:
                 w_codes, (a_codes, a_scale) = self._weight_and_grad_output_codes(weight_codes_from, g_y, hq)
             else:
                 a_codes, a_scale = self.hq_quantize_grad_output(g_y, hq)
-                current.wait_stream(streams[-1])
+                current.wait_stream(weight_stream)
             g_x = g_x_from(a_codes, a_scale, *w_codes)
         finally:  # joined on an error too: an unjoined capture would end with a CUDA error in place of this one
             for stream in reversed(streams):

@@ -366,6 +366,24 @@ std::vector<at::Tensor> hla_quantize_pair(const at::Tensor& a, const std::vector
   return {x.codes_t, x.scale, x.sums, y.codes_t, y.scale, y.sums};
 }
 
+// Whether hla_quantize_pair quantises a and b in one launch (hot::hla_pair_in_one_launch): a captured backward
+// quantises them on two streams where it does not.
+bool hla_pair_in_one_launch(const at::Tensor& a, const std::vector<int64_t>& windows_a,
+                            const std::vector<int64_t>& rows_a, bool stochastic_a, const at::Tensor& b,
+                            const std::vector<int64_t>& windows_b, const std::vector<int64_t>& rows_b,
+                            bool stochastic_b) {
+  check_cuda(a, "a");
+  TORCH_CHECK_VALUE(b.device() == a.device(), "b is on ", b.device(), ", a on ", a.device());
+  const c10::cuda::CUDAGuard guard(a.device());
+  const auto [type_a, hla_a] = hla_input(a, windows_a, rows_a);
+  const auto [type_b, hla_b] = hla_input(b, windows_b, rows_b);
+  const hot::HlaQuantizeCall call_a{nullptr, type_a, a.size(0), a.size(1), hla_a.windows, hla_a.kept.data(),
+                                    hla_a.rank(), 0, stochastic_a, {}, nullptr, nullptr, nullptr, {}};
+  const hot::HlaQuantizeCall call_b{nullptr, type_b, b.size(0), b.size(1), hla_b.windows, hla_b.kept.data(),
+                                    hla_b.rank(), 0, stochastic_b, {}, nullptr, nullptr, nullptr, {}};
+  return hot::hla_pair_in_one_launch(call_a, call_b);
+}
+
 // LBP-WHT's float projection: P t (R, C) float32, rows as hla_quantize's.
 at::Tensor hla_project(const at::Tensor& t, const std::vector<int64_t>& windows, const std::vector<int64_t>& rows) {
   const auto [type, hla] = hla_input(t, windows, rows);
@@ -932,6 +950,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("weight_and_grad_output_in_one_launch", &hot::weight_and_grad_output_in_one_launch);
   m.def("hla_quantize", &hla_quantize);
   m.def("hla_quantize_pair", &hla_quantize_pair);
+  m.def("hla_pair_in_one_launch", &hla_pair_in_one_launch);
   m.def("set_hla_one_launch", &hot::set_hla_one_launch);
   m.def("hla_project", &hla_project);
   m.def("hla_unproject", &hla_unproject);

@@ -115,6 +115,9 @@ struct HlaQuantizeCall {
 // and channels in fours, the one-launch path is on and all their tiles fit on the GPU at once. false, with nothing
 // launched, elsewhere: the caller then makes the two calls.
 bool hla_quantize_pair(const HlaQuantizeCall& a, const HlaQuantizeCall& b, cudaStream_t stream);
+// Whether hla_quantize_pair takes a and b in one launch, on the current device (it reads only their types, shapes,
+// windows, ranks and roundings): what it checks before it launches.
+bool hla_pair_in_one_launch(const HlaQuantizeCall& a, const HlaQuantizeCall& b);
 // Whether hla_quantize may take its one-launch path where it fits (default on): off, every call takes the two
 // passes, for A/B tests and timings in one process.
 void set_hla_one_launch(bool enabled);

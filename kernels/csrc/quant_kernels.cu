@@ -1528,11 +1528,32 @@ void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, 
   });
 }
 
-bool hla_quantize_pair(const HlaQuantizeCall& a, const HlaQuantizeCall& b, cudaStream_t stream) {
+bool hla_pair_in_one_launch(const HlaQuantizeCall& a, const HlaQuantizeCall& b) {
   if (a.type != b.type || a.channels % 4 != 0 || b.channels % 4 != 0 ||
       !hla_one_launch_enabled.load(std::memory_order_relaxed)) {
     return false;
   }
+  HlaShape sa = hla_shape(a.length, a.channels, a.windows, a.rank), sb = hla_shape(b.length, b.channels, b.windows,
+                                                                                  b.rank);
+  const int64_t tiles = static_cast<int64_t>(hla_tiles<4>(sa)) + hla_tiles<4>(sb);
+  int64_t resident = 0;
+  with_input_type(a.t, a.type, [&](auto p) {
+    using T = element_of<decltype(p)>;
+    if (a.stochastic && b.stochastic) {
+      resident = resident_ctas<hla_quantize_pair_one_launch<T, 4, true, true>>(kHlaThreads);
+    } else if (a.stochastic) {
+      resident = resident_ctas<hla_quantize_pair_one_launch<T, 4, true, false>>(kHlaThreads);
+    } else if (b.stochastic) {
+      resident = resident_ctas<hla_quantize_pair_one_launch<T, 4, false, true>>(kHlaThreads);
+    } else {
+      resident = resident_ctas<hla_quantize_pair_one_launch<T, 4, false, false>>(kHlaThreads);
+    }
+  });
+  return tiles <= resident;
+}
+
+bool hla_quantize_pair(const HlaQuantizeCall& a, const HlaQuantizeCall& b, cudaStream_t stream) {
+  if (!hla_pair_in_one_launch(a, b)) return false;
   HlaShape sa = hla_shape(a.length, a.channels, a.windows, a.rank), sb = hla_shape(b.length, b.channels, b.windows,
                                                                                   b.rank);
   const unsigned tiles_a = hla_tiles<4>(sa), tiles_b = hla_tiles<4>(sb);  // sets tiles_c
@@ -1543,8 +1564,7 @@ bool hla_quantize_pair(const HlaQuantizeCall& a, const HlaQuantizeCall& b, cudaS
                                      a.sums};
     const HlaOneLaunchArgs<T> args_b{static_cast<const T*>(b.t), sb, hla_rows(b.rows, b.rank), b.qmax, b.key,
                                      b.amax_bits, b.codes_t, b.scale, b.sums};
-    const auto launch = [&](auto kernel, int64_t resident) {
-      if (tiles_a + tiles_b > resident) return false;
+    const auto launch = [&](auto kernel) {
       if (launch_cooperative(kernel, tiles_a + tiles_b, kHlaThreads, stream, args_a, tiles_a, args_b) ==
           cudaErrorCooperativeLaunchTooLarge) {
         (void)cudaGetLastError();  // fewer SMs than the device reports: the caller's two calls
@@ -1553,17 +1573,13 @@ bool hla_quantize_pair(const HlaQuantizeCall& a, const HlaQuantizeCall& b, cudaS
       return true;  // another error is left for the caller's launch check
     };
     if (a.stochastic && b.stochastic) {
-      launched = launch(hla_quantize_pair_one_launch<T, 4, true, true>,
-                        resident_ctas<hla_quantize_pair_one_launch<T, 4, true, true>>(kHlaThreads));
+      launched = launch(hla_quantize_pair_one_launch<T, 4, true, true>);
     } else if (a.stochastic) {
-      launched = launch(hla_quantize_pair_one_launch<T, 4, true, false>,
-                        resident_ctas<hla_quantize_pair_one_launch<T, 4, true, false>>(kHlaThreads));
+      launched = launch(hla_quantize_pair_one_launch<T, 4, true, false>);
     } else if (b.stochastic) {
-      launched = launch(hla_quantize_pair_one_launch<T, 4, false, true>,
-                        resident_ctas<hla_quantize_pair_one_launch<T, 4, false, true>>(kHlaThreads));
+      launched = launch(hla_quantize_pair_one_launch<T, 4, false, true>);
     } else {
-      launched = launch(hla_quantize_pair_one_launch<T, 4, false, false>,
-                        resident_ctas<hla_quantize_pair_one_launch<T, 4, false, false>>(kHlaThreads));
+      launched = launch(hla_quantize_pair_one_launch<T, 4, false, false>);
     }
   });
   return launched;

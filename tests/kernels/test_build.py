@@ -106,6 +106,12 @@ cases = [
         ),
         "a must be a CUDA tensor",
     ),
+    (
+        lambda: _C.hla_pair_in_one_launch(
+            torch.zeros(16, 4), [16, 0, 1, 16, 16], [0], False, torch.zeros(16, 4), [16, 0, 1, 16, 16], [0], True
+        ),
+        "a must be a CUDA tensor",
+    ),
     (lambda: _C.check_hq_matmul(i8, torch.ones(4), i8, torch.ones(1), 16), "a_codes must be on a CUDA device"),
     (lambda: _C.check_hla_matmul(i8, torch.ones(1), i8, torch.ones(1)), "g_codes must be on a CUDA device"),
     (lambda: _C.cutlass_gemm_s8(i8, i8), "a must be a CUDA tensor"),
@@ -136,7 +142,7 @@ print("checked", len(cases))
 """
     result = _run_with_ops(built, code)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip() == "checked 15"
+    assert result.stdout.strip() == "checked 16"
 
 
 def _cuobjdump(nvcc: str) -> str | None:

@@ -386,7 +386,8 @@ def test_two_hla_quantisers_in_one_launch_equal_two_calls(dtype, x_rounding, win
     want_x, want_g = real.hla_quantize(x, x_spec), real._hla_quantize(g_y, g_spec, True)
     for got, want in zip((x_c, x_s, g_c, g_s, g_sums), (*want_x, *want_g), strict=True):
         assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
-    with hla_one_launch(real, False):  # off: two calls, each in its two passes
+    with hla_one_launch(real, False):  # off: two calls, each in its two passes (a backward gives x its own stream)
+        assert not real._pairs_with_grad_output(x_codes, g_y, g_spec)
         names = _cuda_kernels(lambda: real._hla_quantize_pair(x_codes, g_y, g_spec, True))
         assert not _launches(names, "one_launch") and _launches(names, "hla_amax")
         again = real._hla_quantize_pair(x_codes, g_y, g_spec, True)
@@ -394,8 +395,8 @@ def test_two_hla_quantisers_in_one_launch_equal_two_calls(dtype, x_rounding, win
 
 
 def test_two_hla_quantisers_too_large_for_one_launch_take_two_calls() -> None:
-    """Tiles of both tensors beyond what the GPU holds at once: two calls, the same bits; so for channels not in
-    fours and for tensors of two types."""
+    """Tiles of both tensors beyond what the GPU holds at once: two calls, the same bits, and a captured backward
+    would not pair them; so for channels not in fours and for tensors of two types."""
     from hot.backends import InputCodes
 
     real = RealBackend()
@@ -406,6 +407,7 @@ def test_two_hla_quantisers_too_large_for_one_launch_take_two_calls() -> None:
         (_randn(64, 32, seed=5).to(CUDA), _randn(64, 32, seed=6, dtype=torch.bfloat16).to(CUDA)),
     ):
         x_codes = InputCodes(real, x, spec)
+        assert not real._pairs_with_grad_output(x_codes, g_y, spec)  # a captured backward gives x its own stream
         names = _cuda_kernels(lambda x_codes=x_codes, g_y=g_y: real._hla_quantize_pair(x_codes, g_y, spec, False))
         assert not _launches(names, "pair")
         (x_c, x_s), (g_c, g_s, _) = real._hla_quantize_pair(x_codes, g_y, spec, False)
@@ -944,14 +946,18 @@ def test_a_real_layer_keeps_its_step_on_the_gpu(kernel_backend) -> None:
         (3152, 768, 3072, False, True, False),
         (394, 96, 64, True, True, False),  # the fused quantiser keeps one stream
         (394, 96, 64, False, False, False),
-        # x and W given as data: x's codes in one launch with g_y's HLA codes, W's with its HQ codes (one side stream)
+        # x and W given as data: W's codes in one launch with g_y's HQ codes, and x's with g_y's HLA codes where both
+        # fit on the GPU at once (one side stream), else on their own stream
         (394, 96, 64, False, True, True),
         (3152, 768, 3072, False, True, True),
     ],
 )
-def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, out_f, in_f, fused, side, data):
+def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(
+    rows, out_f, in_f, fused, side, data, monkeypatch
+):
     from hot.backends import InputCodes, gradients_in_order
-    from hot.backends.real import WeightCodes, _side_stream
+    from hot.backends import real as real_module
+    from hot.backends.real import WeightCodes
     from hot.methods import Keys, layer_specs
 
     real = RealBackend(fused_grad_output=fused, side_stream=side)
@@ -973,24 +979,34 @@ def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(rows, o
     def x_codes_from() -> tuple[torch.Tensor, torch.Tensor]:  # made in the backward: beside g_y's HLA codes
         return real.hla_quantize(x, specs.input_hla)
 
+    paired = False
     if data:
         w_codes_from, x_codes_from = WeightCodes(real, w, hq, False), InputCodes(real, x, specs.input_hla)
         assert real._weight_with_grad_output(w_codes_from, g_y, hq)
-        assert real._pairs_with_grad_output(x_codes_from, g_y, gy)
+        paired = real._pairs_with_grad_output(x_codes_from, g_y, gy)
+        assert paired is (rows == 394)  # 3152 rows: x and g_y hold 1560 tiles, more than a GPU holds at once
     want = gradients_in_order(real, g_y, hq, gy, True, g_x_from, g_w_from, w_codes_from, x_codes_from)
-    asked = _side_stream.cache_info()
+    counts: list[int] = []
+    pick = real_module._side_streams
+
+    def spy(device, current, count):
+        counts.append(count)
+        return pick(device, current, count)
+
+    monkeypatch.setattr(real_module, "_side_streams", spy)
     real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, w_codes_from, x_codes_from)
-    assert _side_stream.cache_info() == asked  # eager: one stream
+    assert counts == []  # eager: one stream
     warm = torch.cuda.Stream()
     warm.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(warm):
         real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, w_codes_from, x_codes_from)
     torch.cuda.current_stream().wait_stream(warm)
-    graph, asked = torch.cuda.CUDAGraph(), _side_stream.cache_info()
+    graph = torch.cuda.CUDAGraph()
+    counts.clear()
     with torch.cuda.graph(graph):  # captured: the g_w chain and x's codes on side streams (fused: one stream)
         got = real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, w_codes_from, x_codes_from)
-    now = _side_stream.cache_info()
-    assert now.hits + now.misses == asked.hits + asked.misses + ((1 if data else 3) if side and not fused else 0)
+    streams = (1 if paired else 2) if data else 3  # the g_w chain's, x's unless paired, W's unless shared
+    assert counts == ([streams] if side and not fused else [])
     for _ in range(3):
         graph.replay()
         torch.cuda.synchronize()

@@ -511,18 +511,28 @@ class RealBackend:
 
     def _pairs_with_grad_output(self, x_codes_from: XCodesFrom, g_y: torch.Tensor, hla: HLASpec) -> bool:
         """Whether :meth:`gradients` quantises x with g_y's HLA quantiser (:meth:`_hla_quantize_pair`): x given as
-        :class:`InputCodes` of this backend, both on the kernels' per-tensor quantiser, one hash."""
+        :class:`InputCodes` of this backend, both on the kernels' per-tensor quantiser, one hash, and the kernels
+        taking both in one launch (the same type, channels in fours, all tiles resident at once; elsewhere x keeps
+        its own stream, beside g_y's quantiser)."""
         if not isinstance(x_codes_from, InputCodes) or x_codes_from.backend is not self:
             return False
         x, spec = x_codes_from.x, x_codes_from.spec
         both = (spec, hla)
         stochastic = {s.hash for s in both if s.rounding == "stochastic"}
-        return (
+        if not (
             x.is_cuda
             and x.device == g_y.device
+            and x.dim() == 2
+            and g_y.dim() == 2
             and all(s.windows.block == 16 and s.granularity == "per_tensor" for s in both)
             and len(stochastic) <= 1
-        )
+        ):
+            return False
+        args = []
+        for t, s in ((x, spec), (g_y, hla)):
+            windows, rows, _, is_stochastic, _, _ = _hla_args(s)
+            args += [_aligned(t), windows, rows, is_stochastic]
+        return self.ops.hla_pair_in_one_launch(*args)
 
     def _hla_quantize_pair(
         self, x_codes: InputCodes, g_y: torch.Tensor, hla: HLASpec, column_sums: bool
@@ -531,6 +541,10 @@ class RealBackend:
         :meth:`_hla_quantize` make them, from one cooperative launch where the kernels take both at once (else
         two calls on the current stream)."""
         x, spec = x_codes.x, x_codes.spec
+        if any(s.windows.block != 16 or s.granularity != "per_tensor" for s in (spec, hla)):
+            raise ValueError(
+                "the paired HLA launch takes per-tensor scales over blocks of 16 (_pairs_with_grad_output)"
+            )
         self.ops.check_float_matrix(x, "t")
         self.ops.check_float_matrix(g_y, "t")
         args = []
@@ -566,6 +580,10 @@ class RealBackend:
         """``weight_codes()`` and :meth:`hq_quantize_grad_output`'s codes and scale, from W's statistics pass and
         one launch for both code sets (the same bits)."""
         w, column_scales = weight_codes.weight, weight_codes.column_scales
+        if hq.granularity != "per_token" or weight_codes.spec != hq:
+            raise ValueError(
+                "the shared W/HQ launch takes g_y's per-token scales and W's spec (_weight_with_grad_output)"
+            )
         self.ops.check_float_matrix(w, "weight")
         self.ops.check_float_matrix(g_y, "g_y")
         w, g = _aligned(w), _aligned(g_y)

@@ -451,6 +451,37 @@ def test_weight_and_grad_output_codes_in_one_launch_equal_the_two_quantisers(
         assert getattr(got, "_hot_4bit_codes", False) == getattr(want, "_hot_4bit_codes", False)
 
 
+def test_the_shared_launches_read_the_step_on_the_device() -> None:
+    """Training's keys hold the step as a device tensor (StepKey), which a captured step advances: both shared
+    launches give the separate quantisers' bits at one step and at the next."""
+    from hot.backends import InputCodes
+    from hot.backends.real import WeightCodes
+    from hot.methods import Keys, layer_specs
+
+    real = RealBackend()
+    step = torch.tensor([5], dtype=torch.int64, device=CUDA)
+    specs = layer_specs(HOTConfig(hla_blocking="paper"), 96, _paper(197), Keys(7, 1, step))
+    hq, gy = specs.grad_output, specs.grad_output_hla
+    assert isinstance(hq.key, StepKey) and isinstance(gy.key, StepKey)
+    g_y, x = _randn(394, 96, seed=11).to(CUDA), _randn(394, 64, seed=12).to(CUDA)
+    w_codes, x_codes = (
+        WeightCodes(real, _randn(96, 64, seed=13).to(CUDA) * 0.02, hq, True),
+        InputCodes(real, x, specs.input_hla),
+    )
+    assert real._weight_with_grad_output(w_codes, g_y, hq) and real._pairs_with_grad_output(x_codes, g_y, gy)
+    codes = []
+    for _ in range(2):
+        w_got, g_got = real._weight_and_grad_output_codes(w_codes, g_y, hq)
+        (x_c, x_s), g_hla = real._hla_quantize_pair(x_codes, g_y, gy, True)
+        got = (*w_got, *g_got, x_c, x_s, *g_hla)
+        want = (*w_codes(), *real.hq_quantize_grad_output(g_y, hq), *x_codes(), *real._hla_quantize(g_y, gy, True))
+        for a, b in zip(got, want, strict=True):
+            assert torch.equal(a, b)
+        codes.append(g_got[0].float())
+        step.add_(1)
+    assert not torch.equal(*codes)  # the next step draws other dither
+
+
 def test_weight_and_grad_output_codes_where_the_one_launch_does_not_apply() -> None:
     """Rows of more than 1024 chunks take hq_grad_output_per_token_long: no shared launch, so the captured backward
     keeps W's stream; the op still gives both quantisers' results (two calls)."""

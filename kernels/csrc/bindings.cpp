@@ -377,11 +377,13 @@ bool hla_pair_in_one_launch(const at::Tensor& a, const std::vector<int64_t>& win
   const c10::cuda::CUDAGuard guard(a.device());
   const auto [type_a, hla_a] = hla_input(a, windows_a, rows_a);
   const auto [type_b, hla_b] = hla_input(b, windows_b, rows_b);
-  const hot::HlaQuantizeCall call_a{nullptr, type_a, a.size(0), a.size(1), hla_a.windows, hla_a.kept.data(),
-                                    hla_a.rank(), 0, stochastic_a, {}, nullptr, nullptr, nullptr, {}};
-  const hot::HlaQuantizeCall call_b{nullptr, type_b, b.size(0), b.size(1), hla_b.windows, hla_b.kept.data(),
-                                    hla_b.rank(), 0, stochastic_b, {}, nullptr, nullptr, nullptr, {}};
-  return hot::hla_pair_in_one_launch(call_a, call_b);
+  // what the question reads: type, shape, windows, rank and rounding (no data, outputs or key)
+  const auto shape_of = [](const at::Tensor& t, hot::InType type, const HlaArgs& hla, bool stochastic) {
+    return hot::HlaQuantizeCall{nullptr, type, t.size(0), t.size(1), hla.windows, hla.kept.data(), hla.rank(), 0,
+                                stochastic, {}, nullptr, nullptr, nullptr, {}};
+  };
+  return hot::hla_pair_in_one_launch(shape_of(a, type_a, hla_a, stochastic_a),
+                                     shape_of(b, type_b, hla_b, stochastic_b));
 }
 
 // LBP-WHT's float projection: P t (R, C) float32, rows as hla_quantize's.

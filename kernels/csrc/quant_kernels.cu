@@ -438,9 +438,10 @@ __device__ __forceinline__ void weight_quantize_block(const T* __restrict__ w, i
 }
 
 template <typename T, int N>
-__global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t in_cols, const double* __restrict__ partials,
-                    bool sawb4, int qmax, bool fp8, int8_t* __restrict__ codes_t, float* __restrict__ scale,
-                    float* __restrict__ column_scales) {
+__global__ void weight_quantize(const T* __restrict__ w, int64_t groups, int64_t in_cols,
+                                const double* __restrict__ partials, bool sawb4, int qmax, bool fp8,
+                                int8_t* __restrict__ codes_t, float* __restrict__ scale,
+                                float* __restrict__ column_scales) {
   weight_quantize_block<T, N>(w, groups, in_cols, partials, sawb4, qmax, fp8, codes_t, scale, column_scales,
                               blockIdx.x, gridDim.x);
 }
@@ -1528,6 +1529,25 @@ void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, 
   });
 }
 
+namespace {
+
+// The pair kernel for inputs of type T and a's and b's roundings, as a compile-time constant (resident_ctas takes
+// its kernel as a template argument).
+template <typename T, bool StochasticA, bool StochasticB>
+using PairKernel = std::integral_constant<void (*)(HlaOneLaunchArgs<T>, unsigned, HlaOneLaunchArgs<T>),
+                                          &hla_quantize_pair_one_launch<T, 4, StochasticA, StochasticB>>;
+
+// f(PairKernel<T, stochastic_a, stochastic_b>{}).
+template <typename T, typename F>
+void with_pair_kernel(bool stochastic_a, bool stochastic_b, F&& f) {
+  if (stochastic_a && stochastic_b) return f(PairKernel<T, true, true>{});
+  if (stochastic_a) return f(PairKernel<T, true, false>{});
+  if (stochastic_b) return f(PairKernel<T, false, true>{});
+  return f(PairKernel<T, false, false>{});
+}
+
+}  // namespace
+
 bool hla_pair_in_one_launch(const HlaQuantizeCall& a, const HlaQuantizeCall& b) {
   if (a.type != b.type || a.channels % 4 != 0 || b.channels % 4 != 0 ||
       !hla_one_launch_enabled.load(std::memory_order_relaxed)) {
@@ -1538,16 +1558,9 @@ bool hla_pair_in_one_launch(const HlaQuantizeCall& a, const HlaQuantizeCall& b) 
   const int64_t tiles = static_cast<int64_t>(hla_tiles<4>(sa)) + hla_tiles<4>(sb);
   int64_t resident = 0;
   with_input_type(a.t, a.type, [&](auto p) {
-    using T = element_of<decltype(p)>;
-    if (a.stochastic && b.stochastic) {
-      resident = resident_ctas<hla_quantize_pair_one_launch<T, 4, true, true>>(kHlaThreads);
-    } else if (a.stochastic) {
-      resident = resident_ctas<hla_quantize_pair_one_launch<T, 4, true, false>>(kHlaThreads);
-    } else if (b.stochastic) {
-      resident = resident_ctas<hla_quantize_pair_one_launch<T, 4, false, true>>(kHlaThreads);
-    } else {
-      resident = resident_ctas<hla_quantize_pair_one_launch<T, 4, false, false>>(kHlaThreads);
-    }
+    with_pair_kernel<element_of<decltype(p)>>(a.stochastic, b.stochastic, [&](auto kernel) {
+      resident = resident_ctas<decltype(kernel)::value>(kHlaThreads);
+    });
   });
   return tiles <= resident;
 }
@@ -1564,23 +1577,12 @@ bool hla_quantize_pair(const HlaQuantizeCall& a, const HlaQuantizeCall& b, cudaS
                                      a.sums};
     const HlaOneLaunchArgs<T> args_b{static_cast<const T*>(b.t), sb, hla_rows(b.rows, b.rank), b.qmax, b.key,
                                      b.amax_bits, b.codes_t, b.scale, b.sums};
-    const auto launch = [&](auto kernel) {
-      if (launch_cooperative(kernel, tiles_a + tiles_b, kHlaThreads, stream, args_a, tiles_a, args_b) ==
-          cudaErrorCooperativeLaunchTooLarge) {
-        (void)cudaGetLastError();  // fewer SMs than the device reports: the caller's two calls
-        return false;
-      }
-      return true;  // another error is left for the caller's launch check
-    };
-    if (a.stochastic && b.stochastic) {
-      launched = launch(hla_quantize_pair_one_launch<T, 4, true, true>);
-    } else if (a.stochastic) {
-      launched = launch(hla_quantize_pair_one_launch<T, 4, true, false>);
-    } else if (b.stochastic) {
-      launched = launch(hla_quantize_pair_one_launch<T, 4, false, true>);
-    } else {
-      launched = launch(hla_quantize_pair_one_launch<T, 4, false, false>);
-    }
+    with_pair_kernel<T>(a.stochastic, b.stochastic, [&](auto kernel) {
+      // fewer SMs than the device reports: the caller's two calls; another error is left for its launch check
+      launched = launch_cooperative(decltype(kernel)::value, tiles_a + tiles_b, kHlaThreads, stream, args_a, tiles_a,
+                                    args_b) != cudaErrorCooperativeLaunchTooLarge;
+      if (!launched) (void)cudaGetLastError();
+    });
   });
   return launched;
 }

@@ -168,6 +168,11 @@ def mark_4bit(codes: torch.Tensor) -> torch.Tensor:
     return codes
 
 
+def _marked(codes: torch.Tensor, bits: int) -> torch.Tensor:
+    """``codes``, marked 4-bit (:func:`mark_4bit`) where ``bits`` is 4."""
+    return mark_4bit(codes) if bits == 4 else codes
+
+
 def _is_4bit(codes: torch.Tensor) -> bool:
     return codes.dtype == _E4M3 or getattr(codes, _4BIT, False)
 
@@ -320,7 +325,7 @@ class RealBackend:
         codes, scale = self.ops.hq_quantize_grad_output(
             g, spec.block, spec.bits, spec.granularity == "per_token", key, fp8, step, hash_rounds(spec.hash)
         )
-        return mark_4bit(codes) if spec.bits == 4 else codes, scale
+        return _marked(codes, spec.bits), scale
 
     def hq_quantize_weight(self, weight: torch.Tensor, spec: HQSpec) -> tuple[torch.Tensor, torch.Tensor]:
         codes, scale = self._weight_codes(weight, spec)
@@ -336,7 +341,7 @@ class RealBackend:
         w = _aligned(weight)
         fp8 = self._fp8_codes(w.device, spec.bits, *w.shape)
         codes_t, *scales = self.ops.hq_quantize_weight(w, spec.block, spec.bits, fp8, column_scales)
-        return mark_4bit(codes_t.t()) if spec.bits == 4 else codes_t.t(), *scales
+        return _marked(codes_t.t(), spec.bits), *scales
 
     def hq_matmul(
         self,
@@ -435,7 +440,7 @@ class RealBackend:
             _shared_step(hq_step, hla_step),
             hash_rounds(hq.hash),  # the HLA spec's too: fuses_grad_output checks
         )
-        codes = mark_4bit(codes) if hq.bits == 4 else codes
+        codes = _marked(codes, hq.bits)
         g_scale = g_scale.reshape(1, -1) if hla.granularity == "per_channel" else g_scale
         return QuantizedGradOutput(codes, scale, g_codes_t.t(), g_scale, sums if column_sums else None)
 
@@ -601,8 +606,7 @@ class RealBackend:
             hash_rounds(hq.hash),
         )
         codes_t, *scales = w_out
-        w_codes = mark_4bit(codes_t.t()) if hq.bits == 4 else codes_t.t()
-        return (w_codes, *scales), (mark_4bit(codes) if hq.bits == 4 else codes, scale)
+        return (_marked(codes_t.t(), hq.bits), *scales), (_marked(codes, hq.bits), scale)
 
     def layer_gradients(
         self,

@@ -20,7 +20,7 @@ import sys
 
 import torch
 
-from ..backends import InputCodes, layer_gradients_in_parts
+from ..backends import HLASpec, HQSpec, InputCodes, layer_gradients_in_parts
 from ..backends.real import RealBackend, WeightCodes
 from ..paper import paper_values
 from ..results import write_json_atomic
@@ -28,13 +28,22 @@ from .latency import _cublas, _hot, hot_specs
 from .timing import replayable, time_replays
 
 
+def quantisers_as_data(
+    backend: RealBackend, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, tokens: int
+) -> tuple[HQSpec, HLASpec, WeightCodes, InputCodes]:
+    """A figure layer's g_y specs (HQ, HLA) and its W and x as the captured backward reads them when they may share
+    launches with g_y's quantisers: W's codes with the FP8 GEMM's column scales where it takes them, x quantised."""
+    specs = hot_specs(w.shape[0], tokens)
+    hq = specs.grad_output
+    columns = backend._gx_columns_from_quantiser(g_y, w, hq, torch.float32)
+    w_codes, x_codes = WeightCodes(backend, w, hq, columns), InputCodes(backend, x, specs.input_hla)
+    return hq, specs.grad_output_hla, w_codes, x_codes
+
+
 def _compositions(backend: RealBackend, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, tokens: int) -> dict:
     """The captured backward with x's codes and W's each made in the launch they share with g_y's codes or alone on
     their own stream (a plain callable in place of the data the backend reads: the same kernels, the same bits)."""
-    specs = hot_specs(w.shape[0], tokens)
-    hq, gy, inp = specs.grad_output, specs.grad_output_hla, specs.input_hla
-    columns = backend._gx_columns_from_quantiser(g_y, w, hq, torch.float32)
-    w_codes, x_codes = WeightCodes(backend, w, hq, columns), InputCodes(backend, x, inp)
+    hq, gy, w_codes, x_codes = quantisers_as_data(backend, g_y, w, x, tokens)
 
     def composed(pair: bool, fuse_w: bool) -> object:
         x_from = x_codes if pair else lambda: x_codes()

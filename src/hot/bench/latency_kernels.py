@@ -14,10 +14,10 @@ from __future__ import annotations
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from ..backends import InputCodes
-from ..backends.real import RealBackend, WeightCodes
+from ..backends.real import RealBackend
 from ..paper import paper_values
-from .latency import _hot, hot_specs
+from .latency import _hot
+from .latency_ab import quantisers_as_data
 
 LAYERS = ("layer1.conv1", "fc1", "stages.3.proj")
 STAGES = (
@@ -36,10 +36,7 @@ SHARED = ("hot.hq_quant_w_and_gy", "hot.hla_quant_x_and_gy")  # the captured bac
 def _shared_launches(backend: RealBackend, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, tokens: int) -> dict:
     """The launches a captured backward shares between quantisers: W's passes with g_y's HQ rows, x's and g_y's HLA
     quantisers."""
-    specs = hot_specs(w.shape[0], tokens)
-    hq, gy, inp = specs.grad_output, specs.grad_output_hla, specs.input_hla
-    columns = backend._gx_columns_from_quantiser(g_y, w, hq, torch.float32)
-    w_codes, x_codes = WeightCodes(backend, w, hq, columns), InputCodes(backend, x, inp)
+    hq, gy, w_codes, x_codes = quantisers_as_data(backend, g_y, w, x, tokens)
     return {
         SHARED[0]: lambda: backend._weight_and_grad_output_codes(w_codes, g_y, hq),
         SHARED[1]: lambda: backend._hla_quantize_pair(x_codes, g_y, gy, False),

@@ -971,20 +971,21 @@ def test_a_real_layer_keeps_its_step_on_the_gpu(kernel_backend) -> None:
 
 
 @pytest.mark.parametrize(
-    ("rows", "out_f", "in_f", "fused", "side", "data"),
+    ("rows", "out_f", "in_f", "fused", "side", "data", "x_dtype"),
     [
-        (394, 96, 64, False, True, False),
-        (3152, 768, 3072, False, True, False),
-        (394, 96, 64, True, True, False),  # the fused quantiser keeps one stream
-        (394, 96, 64, False, False, False),
-        # x and W given as data: W's codes in one launch with g_y's HQ codes, and x's with g_y's HLA codes where both
-        # fit on the GPU at once (one side stream), else on their own stream
-        (394, 96, 64, False, True, True),
-        (3152, 768, 3072, False, True, True),
+        (394, 96, 64, False, True, False, torch.float32),
+        (3152, 768, 3072, False, True, False, torch.float32),
+        (394, 96, 64, True, True, False, torch.float32),  # the fused quantiser keeps one stream
+        (394, 96, 64, False, False, False, torch.float32),
+        # x and W given as data: W's codes in one launch with g_y's HQ codes, and x's with g_y's HLA codes where the
+        # kernels take both in one launch (one side stream), else on their own stream
+        (394, 96, 64, False, True, True, torch.bfloat16),
+        (394, 96, 64, False, True, True, torch.float32),  # x float32 and g_y bfloat16: one launch takes one type
+        (3152, 768, 3072, False, True, True, torch.bfloat16),  # x and g_y hold more tiles than a GPU holds at once
     ],
 )
 def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(
-    rows, out_f, in_f, fused, side, data, monkeypatch
+    rows, out_f, in_f, fused, side, data, x_dtype, monkeypatch
 ):
     from hot.backends import InputCodes, gradients_in_order
     from hot.backends import real as real_module
@@ -996,7 +997,7 @@ def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(
     specs = layer_specs(HOTConfig(hla_blocking="paper"), out_f, windows, Keys(7, 1, 3))
     hq, gy = specs.grad_output, specs.grad_output_hla
     g_y = _randn(rows, out_f, seed=5, dtype=torch.bfloat16).to(CUDA)
-    x, w = _randn(rows, in_f, seed=6).to(CUDA), _randn(out_f, in_f, seed=7).to(CUDA) * 0.02
+    x, w = _randn(rows, in_f, seed=6, dtype=x_dtype).to(CUDA), _randn(out_f, in_f, seed=7).to(CUDA) * 0.02
 
     def g_x_from(codes: torch.Tensor, scale: torch.Tensor, wc: torch.Tensor, ws: torch.Tensor) -> torch.Tensor:
         return real.hq_matmul(codes, scale, wc, ws, hq)
@@ -1015,7 +1016,7 @@ def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(
         w_codes_from, x_codes_from = WeightCodes(real, w, hq, False), InputCodes(real, x, specs.input_hla)
         assert real._weight_with_grad_output(w_codes_from, g_y, hq)
         paired = real._pairs_with_grad_output(x_codes_from, g_y, gy)
-        assert paired is (rows == 394)  # 3152 rows: x and g_y hold 1560 tiles, more than a GPU holds at once
+        assert paired is (rows == 394 and x_dtype == g_y.dtype)
     want = gradients_in_order(real, g_y, hq, gy, True, g_x_from, g_w_from, w_codes_from, x_codes_from)
     counts: list[int] = []
     pick = real_module._side_streams

@@ -839,25 +839,6 @@ __global__ void __launch_bounds__(kHlaThreads)
 
 constexpr int kMaxDevices = 64;
 std::atomic<bool> hla_one_launch_enabled{true};
-std::atomic<bool> hla_narrow_tiles_enabled{true};
-
-// The current device's SM count, found once a device; 0 where it cannot be read.
-int device_sms() {
-  static std::atomic<int> known[kMaxDevices];  // the count + 1, 0 until found
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  const int k = known[device].load(std::memory_order_relaxed);
-  if (k > 0) return k - 1;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  known[device].store(sms + 1, std::memory_order_relaxed);
-  return sms;
-}
 
 // How many CTAs of `kernel` (`threads` threads, static shared memory) the current device holds at once, 0 where it
 // takes no cooperative launch: found once a device and kernel (a template on the kernel itself, not its type: the
@@ -1037,35 +1018,12 @@ void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool
   }
 }
 
-// The grid of hla_unit's tiles for Vec channels a thread (sets sh.tiles_c).
-template <int Vec>
-unsigned hla_tiles(HlaShape& sh) {
-  sh.tiles_c = (sh.channels + HlaTile<Vec>::kCols - 1) / HlaTile<Vec>::kCols;
-  return static_cast<unsigned>(sh.tiles_c * ((sh.sblocks + kTileBlocks - 1) / kTileBlocks));
-}
-
-// Whether the HLA quantiser of the tensors `shapes` (one launch for all of them) takes 4 channels a thread, else 1:
-// 4 where every row starts aligned (C % 4 == 0), unless the grid of 1 channel a thread is at most two CTAs an SM.
-// A small tensor's quantiser is bound by each thread's serial work (32 codes a thread at 4 channels, 8 at 1), not
-// by its loads (alone in a graph on an H200: 7.6 against 8.7 µs for T = 49, C = 1024, 64 CTAs at 1 channel; 9.6
-// against 9.3 for T = 3136, C = 256, 400 CTAs). The codes, scales and sums are the same either way.
-bool hla_wide_tiles(std::initializer_list<HlaShape> shapes) {
-  int64_t narrow = 0;
-  for (HlaShape sh : shapes) {
-    if (sh.channels % 4 != 0) return false;
-    narrow += hla_tiles<1>(sh);
-  }
-  return !hla_narrow_tiles_enabled.load(std::memory_order_relaxed) || narrow > 2 * static_cast<int64_t>(device_sms());
-}
-
-// hla_tiles for hla_wide_tiles's choice of channels a thread.
-unsigned hla_tiles(HlaShape& sh, bool wide) { return wide ? hla_tiles<4>(sh) : hla_tiles<1>(sh); }
-
 template <typename T>
 void launch_hla(const T* t, const HlaShape& sh, const HlaRows& rows, int qmax, bool per_channel, bool stochastic,
                 HashKey key, int8_t* codes_t, float* scale, uint32_t* amax_bits, bool one_launch,
                 const ColumnSums& sums, cudaStream_t stream) {
-  if (hla_wide_tiles({sh})) {
+  // Vector loads need every row start aligned to 4 elements.
+  if (sh.channels % 4 == 0) {
     launch_hla_vec<T, 4>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, one_launch, sums,
                          stream);
   } else {
@@ -1147,6 +1105,12 @@ __global__ void __launch_bounds__(kHlaThreads)
   }
 }
 
+// The grid of hla_unit's tiles for Vec channels a thread (sets sh.tiles_c).
+template <int Vec>
+unsigned hla_tiles(HlaShape& sh) {
+  sh.tiles_c = (sh.channels + HlaTile<Vec>::kCols - 1) / HlaTile<Vec>::kCols;
+  return static_cast<unsigned>(sh.tiles_c * ((sh.sblocks + kTileBlocks - 1) / kTileBlocks));
+}
 
 // --- g_y for both GEMMs: Q(HT(g_y)) along O and Q(P g_y) along L in two passes -----------------------
 // Both passes walk the HLA tile (a thread: 16 rows of one sample-block x 4 channels). HT along O runs on
@@ -1539,8 +1503,8 @@ int64_t hla_column_partial_rows(int64_t length, const HlaWindows& windows) {
 HlaScratch hla_quantize_scratch(InType type, int64_t length, int64_t channels, const HlaWindows& windows, int rank,
                                 bool per_channel, bool stochastic) {
   HlaShape sh = hla_shape(length, channels, windows, rank);
-  const bool vec4 = hla_wide_tiles({sh});
-  const unsigned tiles = hla_tiles(sh, vec4);
+  const bool vec4 = channels % 4 == 0;
+  const unsigned tiles = vec4 ? hla_tiles<4>(sh) : hla_tiles<1>(sh);
   bool one_launch = false;
   with_input_type(static_cast<const void*>(nullptr), type, [&](auto p) {
     using T = element_of<decltype(p)>;
@@ -1552,8 +1516,6 @@ HlaScratch hla_quantize_scratch(InType type, int64_t length, int64_t channels, c
 }
 
 void set_hla_one_launch(bool enabled) { hla_one_launch_enabled.store(enabled, std::memory_order_relaxed); }
-
-void set_hla_narrow_tiles(bool enabled) { hla_narrow_tiles_enabled.store(enabled, std::memory_order_relaxed); }
 
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
                   const int* rows, int rank, int qmax, bool per_channel, bool stochastic, HashKey key, int8_t* codes_t,
@@ -1569,40 +1531,34 @@ void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, 
 
 namespace {
 
-// The pair kernel for inputs of type T, Vec channels a thread and a's and b's roundings, as a compile-time constant
-// (resident_ctas takes its kernel as a template argument).
-template <typename T, int Vec, bool StochasticA, bool StochasticB>
+// The pair kernel for inputs of type T and a's and b's roundings, as a compile-time constant (resident_ctas takes
+// its kernel as a template argument).
+template <typename T, bool StochasticA, bool StochasticB>
 using PairKernel = std::integral_constant<void (*)(HlaOneLaunchArgs<T>, unsigned, HlaOneLaunchArgs<T>),
-                                          &hla_quantize_pair_one_launch<T, Vec, StochasticA, StochasticB>>;
+                                          &hla_quantize_pair_one_launch<T, 4, StochasticA, StochasticB>>;
 
-template <typename T, int Vec, typename F>
-void with_pair_kernel_vec(bool stochastic_a, bool stochastic_b, F&& f) {
-  if (stochastic_a && stochastic_b) return f(PairKernel<T, Vec, true, true>{});
-  if (stochastic_a) return f(PairKernel<T, Vec, true, false>{});
-  if (stochastic_b) return f(PairKernel<T, Vec, false, true>{});
-  return f(PairKernel<T, Vec, false, false>{});
-}
-
-// f(PairKernel<T, wide ? 4 : 1, stochastic_a, stochastic_b>{}).
+// f(PairKernel<T, stochastic_a, stochastic_b>{}).
 template <typename T, typename F>
-void with_pair_kernel(bool wide, bool stochastic_a, bool stochastic_b, F&& f) {
-  if (wide) return with_pair_kernel_vec<T, 4>(stochastic_a, stochastic_b, f);
-  return with_pair_kernel_vec<T, 1>(stochastic_a, stochastic_b, f);
+void with_pair_kernel(bool stochastic_a, bool stochastic_b, F&& f) {
+  if (stochastic_a && stochastic_b) return f(PairKernel<T, true, true>{});
+  if (stochastic_a) return f(PairKernel<T, true, false>{});
+  if (stochastic_b) return f(PairKernel<T, false, true>{});
+  return f(PairKernel<T, false, false>{});
 }
 
 }  // namespace
 
 bool hla_pair_in_one_launch(const HlaQuantizeCall& a, const HlaQuantizeCall& b) {
-  if (a.type != b.type || !hla_one_launch_enabled.load(std::memory_order_relaxed)) return false;
+  if (a.type != b.type || a.channels % 4 != 0 || b.channels % 4 != 0 ||
+      !hla_one_launch_enabled.load(std::memory_order_relaxed)) {
+    return false;
+  }
   HlaShape sa = hla_shape(a.length, a.channels, a.windows, a.rank), sb = hla_shape(b.length, b.channels, b.windows,
                                                                                   b.rank);
-  const bool wide = hla_wide_tiles({sa, sb});
-  // each tensor's amax scratch holds its tiles as it would run alone: 1 channel a thread takes more
-  if (!wide && (hla_wide_tiles({sa}) || hla_wide_tiles({sb}))) return false;
-  const int64_t tiles = static_cast<int64_t>(hla_tiles(sa, wide)) + hla_tiles(sb, wide);
+  const int64_t tiles = static_cast<int64_t>(hla_tiles<4>(sa)) + hla_tiles<4>(sb);
   int64_t resident = 0;
   with_input_type(a.t, a.type, [&](auto p) {
-    with_pair_kernel<element_of<decltype(p)>>(wide, a.stochastic, b.stochastic, [&](auto kernel) {
+    with_pair_kernel<element_of<decltype(p)>>(a.stochastic, b.stochastic, [&](auto kernel) {
       resident = resident_ctas<decltype(kernel)::value>(kHlaThreads);
     });
   });
@@ -1613,8 +1569,7 @@ bool hla_quantize_pair(const HlaQuantizeCall& a, const HlaQuantizeCall& b, cudaS
   if (!hla_pair_in_one_launch(a, b)) return false;
   HlaShape sa = hla_shape(a.length, a.channels, a.windows, a.rank), sb = hla_shape(b.length, b.channels, b.windows,
                                                                                   b.rank);
-  const bool wide = hla_wide_tiles({sa, sb});
-  const unsigned tiles_a = hla_tiles(sa, wide), tiles_b = hla_tiles(sb, wide);  // sets tiles_c
+  const unsigned tiles_a = hla_tiles<4>(sa), tiles_b = hla_tiles<4>(sb);  // sets tiles_c
   bool launched = false;
   with_input_type(a.t, a.type, [&](auto p) {
     using T = element_of<decltype(p)>;
@@ -1622,7 +1577,7 @@ bool hla_quantize_pair(const HlaQuantizeCall& a, const HlaQuantizeCall& b, cudaS
                                      a.sums};
     const HlaOneLaunchArgs<T> args_b{static_cast<const T*>(b.t), sb, hla_rows(b.rows, b.rank), b.qmax, b.key,
                                      b.amax_bits, b.codes_t, b.scale, b.sums};
-    with_pair_kernel<T>(wide, a.stochastic, b.stochastic, [&](auto kernel) {
+    with_pair_kernel<T>(a.stochastic, b.stochastic, [&](auto kernel) {
       // fewer SMs than the device reports: the caller's two calls; another error is left for its launch check
       launched = launch_cooperative(decltype(kernel)::value, tiles_a + tiles_b, kHlaThreads, stream, args_a, tiles_a,
                                     args_b) != cudaErrorCooperativeLaunchTooLarge;
@@ -1637,7 +1592,7 @@ void hla_project(const void* t, InType type, int64_t length, int64_t channels, c
   const HlaRows kept = hla_rows(rows, rank);
   HlaShape sh = hla_shape(length, channels, windows, rank);
   const bool vec4 = channels % 4 == 0;
-  const unsigned tiles = hla_tiles(sh, vec4);  // sets sh.tiles_c
+  const unsigned tiles = vec4 ? hla_tiles<4>(sh) : hla_tiles<1>(sh);  // sets sh.tiles_c
   with_input_type(t, type, [&](auto p) {
     using T = element_of<decltype(p)>;
     if (vec4) {
@@ -1653,7 +1608,7 @@ void hla_unproject(const float* p, int64_t length, int64_t channels, const HlaWi
   const HlaRows kept = hla_rows(rows, rank);
   HlaShape sh = hla_shape(length, channels, windows, rank);
   const bool vec4 = channels % 4 == 0;
-  const unsigned tiles = hla_tiles(sh, vec4);  // sets sh.tiles_c
+  const unsigned tiles = vec4 ? hla_tiles<4>(sh) : hla_tiles<1>(sh);  // sets sh.tiles_c
   if (vec4) {
     hla_unproject_kernel<4><<<tiles, kHlaThreads, 0, stream>>>(p, sh, kept, out);
   } else {

@@ -4,7 +4,6 @@ real-quant layers equal to fake-quant ones, ragged shapes, and clear errors on b
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import replace
 
 import pytest
@@ -14,7 +13,7 @@ from hypothesis import strategies as st
 
 from hot import HOTConfig, HOTLinear, backends
 from hot.backends import HLASpec, HQSpec
-from hot.backends.real import RealBackend, hash_uniform, hla_narrow_tiles, hla_one_launch, mark_4bit
+from hot.backends.real import RealBackend, hash_uniform, hla_one_launch, mark_4bit
 from hot.backends.reference import ReferenceBackend
 from hot.bench.equivalence import code_mismatches, equivalence
 from hot.hadamard import block_hadamard, largest_block
@@ -361,65 +360,16 @@ def test_one_launch_hla_equals_the_two_passes(kernel_backend, dtype, rounding, w
         _assert_bits(g, w.cpu())
 
 
-def _channels_a_thread(names: list[str]) -> set[int]:
-    """The Vec (channels a thread) of each HLA quantiser kernel in names: its second template argument."""
-    return {int(re.search(r"(?:hla_quantize\w*|hla_amax)<[^,<>]+, (\d+)", n)[1]) for n in names if "hla_" in n}
-
-
-@pytest.mark.parametrize("one_launch", [True, False])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize(
-    ("windows", "samples", "channels", "rounding"),
-    [
-        (_paper(49), 1, 1024, "stochastic"),  # EfficientFormer stages.3.proj's x: 64 CTAs at 1 channel a thread
-        (_paper(197), 16, 64, "nearest"),  # ResNet-50 layer1.conv1's g_y shape class: 13 sample-block tiles x 4
-        (_spatial(1, 14, 14), 1, 768, "stochastic"),
-        (_paper(16), 3, 12, "nearest"),
-    ],
-    ids=str,
-)
-def test_one_channel_a_thread_gives_the_codes_of_four(
-    kernel_backend, one_launch, dtype, windows, samples, channels, rounding
-):
-    """A small tensor's HLA quantiser runs 1 channel a thread in 4x the CTAs (hla_narrow_tiles, the default): the
-    codes, scale and column sums of 4 channels a thread, bit for bit, in both the one-launch and two-pass paths."""
-    t = _randn(windows.tokens * samples, channels, seed=channels + samples, dtype=dtype).to(CUDA)
-    key = hash_key(4, 5, 6, Stream.GW_GRAD_OUTPUT) if rounding == "stochastic" else None
-    spec = HLASpec(windows, 8, 8, rounding, "per_tensor", key)
-
-    def run():
-        return _one_launch_set(kernel_backend, one_launch, lambda: kernel_backend._hla_quantize(t, spec, True))
-
-    def wide(fn):
-        with hla_narrow_tiles(kernel_backend, False):
-            return fn()
-
-    assert _channels_a_thread(_cuda_kernels(run)) == {1}
-    assert _channels_a_thread(wide(lambda: _cuda_kernels(run))) == {4}
-    for got, want in zip(run(), wide(run), strict=True):
-        assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
-
-
-@pytest.mark.parametrize("narrow", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("x_rounding", ["nearest", "stochastic"])
 @pytest.mark.parametrize(
     ("windows", "samples", "x_channels", "g_channels"),
-    [
-        (_paper(197), 2, 256, 64),
-        (_paper(49), 1, 1024, 768),
-        (_spatial(1, 14, 14), 3, 768, 2304),
-        (_paper(16), 5, 4, 8),
-        (_paper(16), 5, 6, 10),  # channels not in fours: one launch at 1 channel a thread only
-    ],
+    [(_paper(197), 2, 256, 64), (_paper(49), 1, 1024, 768), (_spatial(1, 14, 14), 3, 768, 2304), (_paper(16), 5, 4, 8)],
     ids=str,
 )
-def test_two_hla_quantisers_in_one_launch_equal_two_calls(
-    dtype, x_rounding, windows, samples, x_channels, g_channels, narrow
-):
+def test_two_hla_quantisers_in_one_launch_equal_two_calls(dtype, x_rounding, windows, samples, x_channels, g_channels):
     """x's and g_y's HLA quantisers in one cooperative launch (the figure's backward of a layer that kept x): each
-    tensor's codes, scale and g_y's column sums bit for bit as two calls make them, at 4 channels a thread and, where
-    both tensors are small, at 1."""
+    tensor's codes, scale and g_y's column sums bit for bit as two calls make them."""
     from hot.backends import InputCodes
 
     real = RealBackend()
@@ -429,15 +379,10 @@ def test_two_hla_quantisers_in_one_launch_equal_two_calls(
     x_spec = HLASpec(windows, 8, 8, x_rounding, "per_tensor", x_key)
     g_spec = HLASpec(windows, 8, 8, "stochastic", "per_tensor", hash_key(4, 5, 6, Stream.GW_GRAD_OUTPUT))
     x_codes = InputCodes(real, x, x_spec)
-    with hla_narrow_tiles(real, narrow):
-        paired = real._pairs_with_grad_output(x_codes, g_y, g_spec)
-        assert paired is (narrow or x_channels % 4 == 0)
-        names = _cuda_kernels(lambda: real._hla_quantize_pair(x_codes, g_y, g_spec, True))
-        (x_c, x_s), (g_c, g_s, g_sums) = real._hla_quantize_pair(x_codes, g_y, g_spec, True)
-    if paired:
-        assert _launches(names, "hla_quantize_pair_one_launch") and len(names) == 1
-        small = windows.tokens * samples * (x_channels + g_channels) < 300_000  # all but (14 x 14) x 3, 768 + 2304
-        assert _channels_a_thread(names) == {1 if narrow and small else 4}
+    assert real._pairs_with_grad_output(x_codes, g_y, g_spec)
+    names = _cuda_kernels(lambda: real._hla_quantize_pair(x_codes, g_y, g_spec, True))
+    assert _launches(names, "hla_quantize_pair_one_launch") and len(names) == 1
+    (x_c, x_s), (g_c, g_s, g_sums) = real._hla_quantize_pair(x_codes, g_y, g_spec, True)
     want_x, want_g = real.hla_quantize(x, x_spec), real._hla_quantize(g_y, g_spec, True)
     for got, want in zip((x_c, x_s, g_c, g_s, g_sums), (*want_x, *want_g), strict=True):
         assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)

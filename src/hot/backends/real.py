@@ -69,7 +69,6 @@ __all__ = [
     "fp8_gemm_available",
     "hash_uniform",
     "hash_uniform_built",
-    "hla_narrow_tiles",
     "hla_one_launch",
     "load_ops",
     "mark_4bit",
@@ -94,26 +93,14 @@ def load_ops() -> ModuleType:
 
 
 @contextlib.contextmanager
-def _kernel_setting(set_it: Callable[[bool], None], enabled: bool) -> Iterator[None]:
-    """Within: a process-wide setting of the compiled ops at ``enabled``; on (its default) again after."""
-    set_it(enabled)
+def hla_one_launch(backend: RealBackend, enabled: bool) -> Iterator[None]:
+    """Within: the compiled HLA quantiser takes its one-launch path where a tensor fits (``enabled``, the default) or
+    always its two passes; on again after. Process-wide, for A/B tests and timings in one process."""
+    backend.ops.set_hla_one_launch(enabled)
     try:
         yield
     finally:
-        set_it(True)
-
-
-def hla_one_launch(backend: RealBackend, enabled: bool) -> contextlib.AbstractContextManager[None]:
-    """Within: the compiled HLA quantiser takes its one-launch path where a tensor fits (``enabled``, the default) or
-    always its two passes; on again after. Process-wide, for A/B tests and timings in one process."""
-    return _kernel_setting(backend.ops.set_hla_one_launch, enabled)
-
-
-def hla_narrow_tiles(backend: RealBackend, enabled: bool) -> contextlib.AbstractContextManager[None]:
-    """Within: the compiled HLA quantiser gives a small tensor one channel a thread in more CTAs (``enabled``, the
-    default: its codes sooner, the same bits) or four wherever the channels come in fours; on again after.
-    Process-wide, for A/B tests and timings in one process."""
-    return _kernel_setting(backend.ops.set_hla_narrow_tiles, enabled)
+        backend.ops.set_hla_one_launch(True)
 
 
 @functools.cache

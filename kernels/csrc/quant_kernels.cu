@@ -407,13 +407,8 @@ __device__ __forceinline__ void weight_quantize_block(const T* __restrict__ w, i
   __shared__ double staged[3 * kSawbBlocks];
   __shared__ double sums[2];
   __shared__ float amax;
-  const int64_t work = groups * in_cols, out_rows = groups * N, stride = static_cast<int64_t>(blocks) * blockDim.x;
+  const int64_t work = groups * in_cols, out_rows = groups * N;
   const int used = sawb_blocks_used(work);  // pass 1's grid: the partials written
-  // The thread's first item is loaded before the scale is known (it does not depend on it): its loads are in flight
-  // with the partials' and through the fold, not issued after the two barriers.
-  int64_t i = block * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  float v[N];
-  if (i < work) load_column_block<T, N>(w, in_cols, i / in_cols, i % in_cols, v);
 #pragma unroll
   for (int k = 0; k < (3 * kSawbBlocks + kMinWeightThreads - 1) / kMinWeightThreads; ++k) {
     const int p = k * static_cast<int>(blockDim.x) + threadIdx.x;
@@ -427,10 +422,12 @@ __device__ __forceinline__ void weight_quantize_block(const T* __restrict__ w, i
   const float s = sawb_scale_from_sums(sums[0], sums[1], amax, static_cast<double>(work * N), sawb4, qmax);
   if (block == 0 && threadIdx.x == 0) *scale = s;
   const Scale sc = scale_of(s);
-  for (bool first = true; i < work; i += stride, first = false) {
+  for (int64_t i = block * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < work;
+       i += static_cast<int64_t>(blocks) * blockDim.x) {
     const int64_t g = i / in_cols, col = i % in_cols;
     if (g == 0 && column_scales != nullptr) column_scales[col] = __fmul_rn(s, 1.0f / N);
-    if (!first) load_column_block<T, N>(w, in_cols, g, col, v);
+    float v[N];
+    load_column_block<T, N>(w, in_cols, g, col, v);
     butterfly<N>(v);
     int8_t q[N];
 #pragma unroll

@@ -2,6 +2,7 @@
 with cudaGraphInstantiateFlagUseNodePriority, so a node keeps its capture stream's priority).
 hot: as the library runs it; side_high: the g_w chain's side stream at high priority; capture_high: the capture
 stream (the g_x chain) at high priority, the side stream normal."""
+
 import functools
 import json
 import statistics
@@ -71,7 +72,13 @@ for row in paper_values()["latency_figure"]["rows"]:
     if row["layer"] in named:
         res["timelines"] = {n: kernel_timeline(r, REPLAYS) for n, r in runs.items()}
     rows.append(res)
-    print(f"{row['model']:>22} {row['layer']:<15}", "  ".join(f"{n} {res[f'{n}_device_us']:6.1f}" for n in runs), flush=True)
+    print(
+        f"{row['model']:>22} {row['layer']:<15}",
+        "  ".join(f"{n} {res[f'{n}_device_us']:6.1f}" for n in runs),
+        flush=True,
+    )
 tot = {n: round(sum(r[f"{n}_device_us"] for r in rows), 1) for n in runs}
 print("summed", tot)
-json.dump({"gpu": torch.cuda.get_device_name(), "rounds": rounds, "summed": tot, "rows": rows}, open(out, "w"), indent=1)
+json.dump(
+    {"gpu": torch.cuda.get_device_name(), "rounds": rounds, "summed": tot, "rows": rows}, open(out, "w"), indent=1
+)

@@ -49,8 +49,7 @@ struct WeightQuantizeCall {
   double* partials;
 };
 // hq_quantize_weight (w) and the per-token hq_quantize_grad_output of g_y (L x O, w's qmax and block) in two
-// launches, W's statistics pass and then one making both code sets (in one, where set_weight_one_launch has it and
-// it fits): the same bits as the two calls. false, with
+// launches, W's statistics pass and then one making both code sets: the same bits as the two calls. false, with
 // nothing launched, where the one launch does not apply (a block other than 16, rows of more than 1024 chunks of
 // 16: weight_and_grad_output_in_one_launch says where it does); the caller then makes the two calls.
 bool weight_and_grad_output_in_one_launch(int block, int64_t cols);
@@ -122,10 +121,6 @@ bool hla_pair_in_one_launch(const HlaQuantizeCall& a, const HlaQuantizeCall& b);
 // Whether hla_quantize may take its one-launch path where it fits (default on): off, every call takes the two
 // passes, for A/B tests and timings in one process.
 void set_hla_one_launch(bool enabled);
-// Whether hq_quantize_weight_and_grad_output runs W's statistics pass in its launch too (one cooperative launch,
-// where every CTA fits on the GPU at once; the same bits), else in a launch of its own before it (the default until
-// the one launch is measured faster on a GPU). For A/B tests and timings in one process.
-void set_weight_one_launch(bool enabled);
 
 // LBP-WHT's projection in floating point: P t (float32 R x C, row-major, rows as hla_quantize's codes_t columns),
 // and its transpose Pᵀ p / 16 back at the windows' positions with prefix rows / 4 (float32 L x C, p: R x C).

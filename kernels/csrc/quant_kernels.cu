@@ -349,17 +349,14 @@ __host__ __device__ __forceinline__ int sawb_blocks_used(int64_t work) {
 }
 
 // Pass 1: per-block partial sums of b^2 and |b| (double: exact products, tiny rounding) and max |b|.
-// A grid fixed by W's shape and a fixed tree make the result deterministic. The body, for CTA `block` of `blocks`
-// (sawb_blocks_used of them, each of kThreads threads: the kernel's own grid, or its share of a launch with other
-// work).
+// A grid fixed by W's shape and a fixed tree make the result deterministic.
 template <typename T, int N>
-__device__ __forceinline__ void sawb_block_partials(const T* __restrict__ w, int64_t groups, int64_t in_cols,
-                                                    double* partials, unsigned block, unsigned blocks) {
+__global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t in_cols, double* partials) {
   double s2 = 0.0, s1 = 0.0;
   float amax = 0.0f;
   const int64_t work = groups * in_cols;
-  for (int64_t i = block * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < work;
-       i += static_cast<int64_t>(blocks) * blockDim.x) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < work;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float v[N];
     load_column_block<T, N>(w, in_cols, i / in_cols, i % in_cols, v);
     butterfly<N>(v);
@@ -387,15 +384,10 @@ __device__ __forceinline__ void sawb_block_partials(const T* __restrict__ w, int
       t2 += p2[i];
       t1 += p1[i];
     }
-    partials[3 * block] = t2;
-    partials[3 * block + 1] = t1;
-    partials[3 * block + 2] = amax;
+    partials[3 * blockIdx.x] = t2;
+    partials[3 * blockIdx.x + 1] = t1;
+    partials[3 * blockIdx.x + 2] = amax;
   }
-}
-
-template <typename T, int N>
-__global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t in_cols, double* partials) {
-  sawb_block_partials<T, N>(w, groups, in_cols, partials, blockIdx.x, gridDim.x);
 }
 
 // Pass 2: transform again, round to nearest, write W's codes transposed (N contiguous bytes per thread). Every CTA
@@ -420,7 +412,7 @@ __device__ __forceinline__ void weight_quantize_block(const T* __restrict__ w, i
 #pragma unroll
   for (int k = 0; k < (3 * kSawbBlocks + kMinWeightThreads - 1) / kMinWeightThreads; ++k) {
     const int p = k * static_cast<int>(blockDim.x) + threadIdx.x;
-    if (p < 3 * used) staged[p] = __ldcg(partials + p);  // L2: other CTAs of this launch may have written them
+    if (p < 3 * used) staged[p] = partials[p];
   }
   __syncthreads();
   // The two sums on lanes 0 and 1 of warp 0 (one instruction stream), the max on warp 1 beside them.
@@ -464,22 +456,6 @@ void launch_weight(const T* w, int64_t out_rows, int64_t in_cols, int qmax, bool
                                                                              column_scales);
 }
 
-// The g_y role of the launches below: CTA `block` of that role quantises blockDim.x / group rows, each on `group`
-// threads (a whole number of warps) as hq_grad_output_per_token runs a row on a block of `group` threads: the same
-// bits (a row's codes depend on its chunks' indices, not on the threads; its amax is a max). Threads past the
-// block's whole groups idle.
-template <typename TG, int N, int Chunks>
-__device__ __forceinline__ void grad_output_rows(const TG* __restrict__ g, int64_t rows, int64_t cols, HashKey hash,
-                                                 int qmax, bool fp8, int8_t* __restrict__ codes,
-                                                 float* __restrict__ scale, int group, unsigned block) {
-  const Dither key = resolve_key(hash);
-  const int per_block = static_cast<int>(blockDim.x) / group, slot = static_cast<int>(threadIdx.x) / group;
-  const int64_t row = static_cast<int64_t>(block) * per_block + slot;
-  const bool active = slot < per_block && row < rows;  // every thread takes part in the row maxima's barriers
-  hq_row_codes<TG, N, Chunks>(g, cols, row, active, static_cast<int>(threadIdx.x) % group, group, qmax, key, fp8,
-                              codes, scale, [group](float m) { return group_max(m, group); });
-}
-
 // W's code pass beside g_y's per-token HQ quantiser, in one launch: CTAs [0, w_blocks) run weight_quantize's code
 // pass, the others g_y's rows, blockDim.x / group rows a CTA, each on `group` threads (a whole number of warps) as
 // hq_grad_output_per_token runs a row on a block of `group` threads: the same bits (a row's codes depend on its
@@ -500,7 +476,12 @@ __global__ void weight_and_grad_output_codes(const TW* __restrict__ w, int64_t g
                                  blockIdx.x, w_blocks);
     return;
   }
-  grad_output_rows<TG, N, Chunks>(g, rows, cols, hash, qmax, g_fp8, g_codes, g_scale, group, blockIdx.x - w_blocks);
+  const Dither key = resolve_key(hash);
+  const int per_block = static_cast<int>(blockDim.x) / group, slot = static_cast<int>(threadIdx.x) / group;
+  const int64_t row = static_cast<int64_t>(blockIdx.x - w_blocks) * per_block + slot;
+  const bool active = row < rows;  // every thread takes part in the row maxima's barriers
+  hq_row_codes<TG, N, Chunks>(g, cols, row, active, static_cast<int>(threadIdx.x) % group, group, qmax, key, g_fp8,
+                              g_codes, g_scale, [group](float m) { return group_max(m, group); });
 }
 
 template <typename TW, typename TG, int Chunks>
@@ -898,54 +879,6 @@ cudaError_t launch_cooperative(void (*kernel)(Params...), unsigned ctas, int thr
   }, values);
   return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(ctas), dim3(threads), pointers, 0,
                                      stream);
-}
-
-std::atomic<bool> weight_one_launch_enabled{false};
-
-// W's statistics pass, its code pass and g_y's per-token HQ rows in one cooperative launch (the same bits as
-// sawb_partials then weight_and_grad_output_codes): CTAs [0, w_blocks) take sawb_partials's partials, each as
-// that kernel's CTA of the same index (its grid: w_blocks CTAs of kThreads threads), then after a grid-wide barrier
-// fold them and write W's codes as weight_quantize_block does; the other CTAs wait at the barrier (it costs them
-// nothing the g_x GEMM would not wait for: it reads W's codes too), then quantise g_y's rows. One launch in place
-// of two, with no gap between them, on the g_x chain of a small layer's backward.
-template <typename TW, typename TG, int N, int Chunks>
-__global__ void __launch_bounds__(kThreads) weight_and_grad_output_codes_one_launch(
-    const TW* __restrict__ w, int64_t groups, int64_t in_cols, double* partials, bool sawb4, int qmax, bool w_fp8,
-    int8_t* __restrict__ w_codes_t, float* __restrict__ w_scale, float* __restrict__ column_scales, unsigned w_blocks,
-    const TG* __restrict__ g, int64_t rows, int64_t cols, HashKey hash, bool g_fp8, int8_t* __restrict__ g_codes,
-    float* __restrict__ g_scale, int group) {
-  const bool weight = blockIdx.x < w_blocks;  // block-uniform
-  if (weight) sawb_block_partials<TW, N>(w, groups, in_cols, partials, blockIdx.x, w_blocks);
-  cooperative_groups::this_grid().sync();  // a fence too: every CTA's partials are visible
-  if (weight) {
-    weight_quantize_block<TW, N>(w, groups, in_cols, partials, sawb4, qmax, w_fp8, w_codes_t, w_scale, column_scales,
-                                 blockIdx.x, w_blocks);
-  } else {
-    grad_output_rows<TG, N, Chunks>(g, rows, cols, hash, qmax, g_fp8, g_codes, g_scale, group, blockIdx.x - w_blocks);
-  }
-}
-
-// weight_and_grad_output_codes_one_launch where it is on (set_weight_one_launch) and all its CTAs fit on the GPU at
-// once; false, with nothing launched, elsewhere.
-template <typename TW, typename TG, int Chunks>
-bool launch_weight_and_grad_output_one_launch(const TW* w, int64_t out_rows, int64_t in_cols, int qmax, bool sawb4,
-                                              bool w_fp8, int8_t* w_codes_t, float* w_scale, float* column_scales,
-                                              double* partials, const TG* g, int64_t rows, int64_t cols, HashKey key,
-                                              bool g_fp8, int8_t* g_codes, float* g_scale, int group,
-                                              cudaStream_t stream) {
-  constexpr int N = 16;
-  constexpr auto kernel = weight_and_grad_output_codes_one_launch<TW, TG, N, Chunks>;
-  if (!weight_one_launch_enabled.load(std::memory_order_relaxed)) return false;
-  const int64_t groups = out_rows / N, w_blocks = sawb_blocks_used(groups * in_cols);
-  const int64_t g_blocks = (rows + kThreads / group - 1) / (kThreads / group);
-  if (w_blocks + g_blocks > resident_ctas<kernel>(kThreads)) return false;
-  const cudaError_t launched = launch_cooperative(
-      kernel, static_cast<unsigned>(w_blocks + g_blocks), kThreads, stream, w, groups, in_cols, partials, sawb4, qmax,
-      w_fp8, w_codes_t, w_scale, column_scales, static_cast<unsigned>(w_blocks), g, rows, cols, key, g_fp8, g_codes,
-      g_scale, group);
-  if (launched != cudaErrorCooperativeLaunchTooLarge) return true;  // another error is left for the launch check
-  (void)cudaGetLastError();  // fewer SMs than the device reports (MPS, a partitioned context): the two launches
-  return false;
 }
 
 // The quantiser in one launch, where every tile of t fits on the GPU at once (a cooperative launch keeps all CTAs
@@ -1547,14 +1480,9 @@ bool hq_quantize_weight_and_grad_output(const WeightQuantizeCall& w, const void*
       using TW = element_of<decltype(pw)>;
       using TG = element_of<decltype(pg)>;
       const auto launch = [&](auto chunks_a_thread) {
-        constexpr int kChunks = decltype(chunks_a_thread)::value;
-        if (!launch_weight_and_grad_output_one_launch<TW, TG, kChunks>(
-                pw, w.out_rows, w.in_cols, w.qmax, w.sawb4, w.fp8, w.codes_t, w.scale, w.column_scales, w.partials,
-                pg, rows, cols, key, g_fp8, g_codes, g_scale, group, stream)) {
-          launch_weight_and_grad_output<TW, TG, kChunks>(pw, w.out_rows, w.in_cols, w.qmax, w.sawb4, w.fp8,
-                                                         w.codes_t, w.scale, w.column_scales, w.partials, pg, rows,
-                                                         cols, key, g_fp8, g_codes, g_scale, group, stream);
-        }
+        launch_weight_and_grad_output<TW, TG, decltype(chunks_a_thread)::value>(
+            pw, w.out_rows, w.in_cols, w.qmax, w.sawb4, w.fp8, w.codes_t, w.scale, w.column_scales, w.partials, pg,
+            rows, cols, key, g_fp8, g_codes, g_scale, group, stream);
       };
       if (per_thread == 1) launch(std::integral_constant<int, 1>{});
       if (per_thread == 2) launch(std::integral_constant<int, 2>{});
@@ -1588,8 +1516,6 @@ HlaScratch hla_quantize_scratch(InType type, int64_t length, int64_t channels, c
 }
 
 void set_hla_one_launch(bool enabled) { hla_one_launch_enabled.store(enabled, std::memory_order_relaxed); }
-
-void set_weight_one_launch(bool enabled) { weight_one_launch_enabled.store(enabled, std::memory_order_relaxed); }
 
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
                   const int* rows, int rank, int qmax, bool per_channel, bool stochastic, HashKey key, int8_t* codes_t,

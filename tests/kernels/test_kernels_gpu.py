@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from hot import HOTConfig, HOTLinear, backends
 from hot.backends import HLASpec, HQSpec
-from hot.backends.real import RealBackend, hash_uniform, hla_one_launch, mark_4bit, weight_one_launch
+from hot.backends.real import RealBackend, hash_uniform, hla_one_launch, mark_4bit
 from hot.backends.reference import ReferenceBackend
 from hot.bench.equivalence import code_mismatches, equivalence
 from hot.hadamard import block_hadamard, largest_block
@@ -426,16 +426,14 @@ def test_two_hla_quantisers_too_large_for_one_launch_take_two_calls() -> None:
         (1, 96, 64, torch.float32, torch.float16, False),
         (33, 16 * 300, 32, torch.float32, torch.bfloat16, True),  # 2 chunks a thread
         (17, 16 * 700, 16, torch.float16, torch.float32, False),  # 4 chunks a thread
-        (25216, 768, 64, torch.bfloat16, torch.bfloat16, False),  # 6304 row CTAs: too many at once for one launch
     ],
 )
-@pytest.mark.parametrize("one_launch", [False, True])
 def test_weight_and_grad_output_codes_in_one_launch_equal_the_two_quantisers(
-    rows, out_f, in_f, w_dtype, g_dtype, columns, one_launch
+    rows, out_f, in_f, w_dtype, g_dtype, columns
 ) -> None:
-    """W's code pass and g_y's per-token HQ rows in one launch after W's statistics pass, or (weight_one_launch)
-    with that pass in the same cooperative launch where all its CTAs fit: W's codes, scale and column scales and
-    g_y's codes and scales bit for bit as hq_quantize_weight and hq_quantize_grad_output make them."""
+    """W's code pass and g_y's per-token HQ rows in one launch (after W's statistics pass): W's codes, scale and
+    column scales and g_y's codes and scales bit for bit as hq_quantize_weight and hq_quantize_grad_output make
+    them."""
     from hot.backends.real import WeightCodes
 
     real = RealBackend()
@@ -444,25 +442,18 @@ def test_weight_and_grad_output_codes_in_one_launch_equal_the_two_quantisers(
     g_y = _randn(rows, out_f, seed=rows, dtype=g_dtype).to(CUDA)
     w_codes = WeightCodes(real, w, hq, columns)
     assert real._weight_with_grad_output(w_codes, g_y, hq)
-    with weight_one_launch(real, one_launch):
-        names = _cuda_kernels(lambda: real._weight_and_grad_output_codes(w_codes, g_y, hq))
-        w_got, g_got = real._weight_and_grad_output_codes(w_codes, g_y, hq)
-    if one_launch and rows < 25216:
-        assert len(names) == 1 and _launches(names, "weight_and_grad_output_codes_one_launch")
-    else:
-        assert len(names) == 2 and _launches(names, "sawb_partials") and not _launches(names, "one_launch")
-        assert _launches(names, "weight_and_grad_output_codes")
+    names = _cuda_kernels(lambda: real._weight_and_grad_output_codes(w_codes, g_y, hq))
+    assert len(names) == 2 and _launches(names, "sawb_partials") and _launches(names, "weight_and_grad_output_codes")
+    w_got, g_got = real._weight_and_grad_output_codes(w_codes, g_y, hq)
     w_want, g_want = w_codes(), real.hq_quantize_grad_output(g_y, hq)
     for got, want in zip((*w_got, *g_got), (*w_want, *g_want), strict=True):
         assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
         assert getattr(got, "_hot_4bit_codes", False) == getattr(want, "_hot_4bit_codes", False)
 
 
-@pytest.mark.parametrize("one_launch", [False, True])
-def test_the_shared_launches_read_the_step_on_the_device(one_launch) -> None:
+def test_the_shared_launches_read_the_step_on_the_device() -> None:
     """Training's keys hold the step as a device tensor (StepKey), which a captured step advances: both shared
-    launches (W's statistics pass in the first or before it) give the separate quantisers' bits at one step and
-    at the next."""
+    launches give the separate quantisers' bits at one step and at the next."""
     from hot.backends import InputCodes
     from hot.backends.real import WeightCodes
     from hot.methods import Keys, layer_specs
@@ -480,8 +471,7 @@ def test_the_shared_launches_read_the_step_on_the_device(one_launch) -> None:
     assert real._weight_with_grad_output(w_codes, g_y, hq) and real._pairs_with_grad_output(x_codes, g_y, gy)
     codes = []
     for _ in range(2):
-        with weight_one_launch(real, one_launch):
-            w_got, g_got = real._weight_and_grad_output_codes(w_codes, g_y, hq)
+        w_got, g_got = real._weight_and_grad_output_codes(w_codes, g_y, hq)
         (x_c, x_s), g_hla = real._hla_quantize_pair(x_codes, g_y, gy, True)
         got = (*w_got, *g_got, x_c, x_s, *g_hla)
         want = (*w_codes(), *real.hq_quantize_grad_output(g_y, hq), *x_codes(), *real._hla_quantize(g_y, gy, True))
@@ -994,9 +984,8 @@ def test_a_real_layer_keeps_its_step_on_the_gpu(kernel_backend) -> None:
         (3152, 768, 3072, False, True, True, torch.bfloat16),  # x and g_y hold more tiles than a GPU holds at once
     ],
 )
-@pytest.mark.parametrize("w_one_launch", [False, True])
 def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(
-    rows, out_f, in_f, fused, side, data, x_dtype, w_one_launch, monkeypatch
+    rows, out_f, in_f, fused, side, data, x_dtype, monkeypatch
 ):
     from hot.backends import InputCodes, gradients_in_order
     from hot.backends import real as real_module
@@ -1037,25 +1026,24 @@ def test_the_g_w_chain_beside_the_g_x_chain_gives_the_in_order_gradients(
         return pick(device, current, count)
 
     monkeypatch.setattr(real_module, "_side_streams", spy)
-    with weight_one_launch(real, w_one_launch):  # W's statistics pass in the launch shared with g_y's HQ rows
+    real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, w_codes_from, x_codes_from)
+    assert counts == []  # eager: one stream
+    warm = torch.cuda.Stream()
+    warm.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(warm):
         real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, w_codes_from, x_codes_from)
-        assert counts == []  # eager: one stream
-        warm = torch.cuda.Stream()
-        warm.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(warm):
-            real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, w_codes_from, x_codes_from)
-        torch.cuda.current_stream().wait_stream(warm)
-        graph = torch.cuda.CUDAGraph()
-        counts.clear()
-        with torch.cuda.graph(graph):  # captured: the g_w chain and x's codes on side streams (fused: one stream)
-            got = real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, w_codes_from, x_codes_from)
-        streams = (1 if paired else 2) if data else 3  # the g_w chain's, x's unless paired, W's unless shared
-        assert counts == ([streams] if side and not fused else [])
-        for _ in range(3):
-            graph.replay()
-            torch.cuda.synchronize()
-            for a, b in zip(got, want, strict=True):
-                assert torch.equal(a, b)
+    torch.cuda.current_stream().wait_stream(warm)
+    graph = torch.cuda.CUDAGraph()
+    counts.clear()
+    with torch.cuda.graph(graph):  # captured: the g_w chain and x's codes on side streams (fused: one stream)
+        got = real.gradients(g_y, hq, gy, True, g_x_from, g_w_from, w_codes_from, x_codes_from)
+    streams = (1 if paired else 2) if data else 3  # the g_w chain's, x's unless paired, W's unless shared
+    assert counts == ([streams] if side and not fused else [])
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        for a, b in zip(got, want, strict=True):
+            assert torch.equal(a, b)
 
 
 class _CountingOps:

@@ -72,7 +72,6 @@ __all__ = [
     "hla_one_launch",
     "load_ops",
     "mark_4bit",
-    "weight_one_launch",
 ]
 
 _E4M3 = torch.float8_e4m3fn
@@ -94,26 +93,14 @@ def load_ops() -> ModuleType:
 
 
 @contextlib.contextmanager
-def _kernel_setting(set_it: Callable[[bool], None], enabled: bool, default: bool) -> Iterator[None]:
-    """Within: a process-wide setting of the compiled ops at ``enabled``; at its ``default`` again after."""
-    set_it(enabled)
+def hla_one_launch(backend: RealBackend, enabled: bool) -> Iterator[None]:
+    """Within: the compiled HLA quantiser takes its one-launch path where a tensor fits (``enabled``, the default) or
+    always its two passes; on again after. Process-wide, for A/B tests and timings in one process."""
+    backend.ops.set_hla_one_launch(enabled)
     try:
         yield
     finally:
-        set_it(default)
-
-
-def hla_one_launch(backend: RealBackend, enabled: bool) -> contextlib.AbstractContextManager[None]:
-    """Within: the compiled HLA quantiser takes its one-launch path where a tensor fits (``enabled``, the default) or
-    always its two passes; on again after. Process-wide, for A/B tests and timings in one process."""
-    return _kernel_setting(backend.ops.set_hla_one_launch, enabled, True)
-
-
-def weight_one_launch(backend: RealBackend, enabled: bool) -> contextlib.AbstractContextManager[None]:
-    """Within: W's statistics pass runs in the launch it shares with g_y's HQ rows, one cooperative launch where it
-    fits (``enabled``; the same bits), or in a launch of its own before it (the default until the one launch is
-    measured faster on a GPU); off again after. Process-wide, for A/B tests and timings in one process."""
-    return _kernel_setting(backend.ops.set_weight_one_launch, enabled, False)
+        backend.ops.set_hla_one_launch(True)
 
 
 @functools.cache

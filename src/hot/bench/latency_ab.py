@@ -3,9 +3,7 @@
 Variants, each captured once in a CUDA graph: ``fp32`` (cuBLAS); HOT's captured backward as ``hot latency`` times
 it (``Backend.layer_gradients`` of a layer that kept x: x's codes in one launch with g_y's HLA codes, W's code pass in
 one with g_y's HQ codes) as ``hot``; ``streams``, the same kernels' work as before those launches (x's and W's codes
-each on a stream of their own, their quantisers alone); ``pair_only`` and ``w_only``, one of the two launches each;
-``w_one_launch``, ``hot`` with W's statistics pass inside the launch it shares with g_y's HQ rows
-(:func:`hot.backends.real.weight_one_launch`, off by default until measured faster).
+each on a stream of their own, their quantisers alone); ``pair_only`` and ``w_only``, one of the two launches each.
 The variants are then timed in turn, round after round (GPU time, the launch hidden behind a busy-wait), so clock
 drift and other tenants land on all of them alike; each row reports the median over rounds of each round's median.
 
@@ -19,12 +17,11 @@ from __future__ import annotations
 
 import statistics
 import sys
-from collections.abc import Callable
 
 import torch
 
 from ..backends import HLASpec, HQSpec, InputCodes, layer_gradients_in_parts
-from ..backends.real import RealBackend, WeightCodes, weight_one_launch
+from ..backends.real import RealBackend, WeightCodes
 from ..paper import paper_values
 from ..results import write_json_atomic
 from .latency import _cublas, _hot, hot_specs
@@ -56,16 +53,6 @@ def _compositions(backend: RealBackend, g_y: torch.Tensor, w: torch.Tensor, x: t
     return {"streams": composed(False, False), "pair_only": composed(True, False), "w_only": composed(False, True)}
 
 
-def _w_one_launch(backend: RealBackend, fn: Callable[[], object]) -> Callable[[], object]:
-    """fn with W's statistics pass in the launch it shares with g_y's HQ rows (a capture of it keeps that launch)."""
-
-    def one_launch() -> object:
-        with weight_one_launch(backend, True):
-            return fn()
-
-    return one_launch
-
-
 def main(out: str, rounds: int = 7, timelines: tuple[str, ...] = ()) -> None:
     """Times the variants of every row of the figure for ``rounds`` rounds and writes them to ``out`` (JSON), with
     each variant's kernel timeline for the layers named in ``timelines``."""
@@ -84,9 +71,7 @@ def main(out: str, rounds: int = 7, timelines: tuple[str, ...] = ()) -> None:
         w = torch.randn(out_f, in_f, device="cuda", generator=gen) * 0.02
         runs = {}
         runs["fp32"], _ = replayable(_cublas(g_y, w, x))
-        hot = _hot(backend, g_y, w, x, tokens)["hot"]
-        variants = {"hot": hot, **_compositions(backend, g_y, w, x, tokens)}
-        variants["w_one_launch"] = _w_one_launch(backend, hot)
+        variants = {"hot": _hot(backend, g_y, w, x, tokens)["hot"], **_compositions(backend, g_y, w, x, tokens)}
         for name, fn in variants.items():
             runs[name], mode = replayable(fn)
             assert mode == "graph", (name, mode)

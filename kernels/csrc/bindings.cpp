@@ -267,14 +267,21 @@ HlaArgs hla_args(int64_t length, int64_t channels, const std::vector<int64_t>& w
 
 // The tensor t (L, C) that hla_quantize and hla_project read, checked (a contiguous, 16-byte aligned, non-empty 2-D
 // float CUDA tensor): its element type and the HLA arguments over it.
-std::pair<hot::InType, HlaArgs> hla_input(const at::Tensor& t, const std::vector<int64_t>& windows,
+// t's type and HLA arguments, from its device, dtype and shape alone (not its layout in memory).
+std::pair<hot::InType, HlaArgs> hla_shape(const at::Tensor& t, const std::vector<int64_t>& windows,
                                           const std::vector<int64_t>& rows) {
   check_cuda(t, "t");
-  check_aligned(t, "t");
   TORCH_CHECK_VALUE(t.dim() == 2, "t must be 2-D (L, C), got ", num(t.dim()), "-D");
   TORCH_CHECK_VALUE(t.numel() > 0, "t is empty");
   const auto type = float_type(t, "t");
   return {type, hla_args(t.size(0), t.size(1), windows, rows)};
+}
+
+// hla_shape, for a t the kernels read: contiguous and aligned.
+std::pair<hot::InType, HlaArgs> hla_input(const at::Tensor& t, const std::vector<int64_t>& windows,
+                                          const std::vector<int64_t>& rows) {
+  check_aligned(t, "t");
+  return hla_shape(t, windows, rows);
 }
 
 // t checked, its outputs and scratch made, as hot::hla_quantize takes them.
@@ -375,8 +382,8 @@ bool hla_pair_in_one_launch(const at::Tensor& a, const std::vector<int64_t>& win
   check_cuda(a, "a");
   TORCH_CHECK_VALUE(b.device() == a.device(), "b is on ", b.device(), ", a on ", a.device());
   const c10::cuda::CUDAGuard guard(a.device());
-  const auto [type_a, hla_a] = hla_input(a, windows_a, rows_a);
-  const auto [type_b, hla_b] = hla_input(b, windows_b, rows_b);
+  const auto [type_a, hla_a] = hla_shape(a, windows_a, rows_a);
+  const auto [type_b, hla_b] = hla_shape(b, windows_b, rows_b);
   // what the question reads: type, shape, windows, rank and rounding (no data, outputs or key)
   const auto shape_of = [](const at::Tensor& t, hot::InType type, const HlaArgs& hla, bool stochastic) {
     return hot::HlaQuantizeCall{nullptr, type, t.size(0), t.size(1), hla.windows, hla.kept.data(), hla.rank(), 0,
@@ -970,6 +977,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("col"), py::arg("divisor"), py::arg("variant") = 0, py::arg("decomposition") = 0,
         py::arg("splits") = 1);
   m.def("cutlass_sm90_available", &cutlass_sm90_available);
+  m.def("sm90_pingpong_clusters", &hot::sm90_pingpong_clusters, py::arg("m"), py::arg("n"), py::arg("sm_count"));
+  m.def("set_sm90_balanced_grid", &hot::set_sm90_balanced_grid);
   m.def("check_float_matrix", &check_float_matrix);
   m.def("check_hq_matmul", &check_hq_matmul);
   m.def("check_hla_matmul", &check_hla_matmul);

@@ -43,6 +43,8 @@
 namespace hot {
 namespace {
 
+std::atomic<bool> sm90_balanced_grid{true};
+
 #if defined(HOT_SM90_GEMM_HEADERS)
 constexpr int kArchList[] = {__CUDA_ARCH_LIST__};
 
@@ -218,6 +220,16 @@ typename Gemm::Arguments make_args(const int8_t* a, const int8_t* b, ElementD* d
   args.epilogue.ptr_D = d;
   args.epilogue.dD = stride_d;
   args.hw_info = hw;
+  if constexpr (cute::is_same_v<typename Kernel::TileSchedulerTag, cutlass::gemm::PersistentScheduler>) {
+    // sm90_pingpong_clusters counts 128 x 128 cluster tiles
+    static_assert(cute::size<0>(typename Kernel::TileShape{}) * cute::size<0>(typename Kernel::ClusterShape{}) ==
+                      128 &&
+                  cute::size<1>(typename Kernel::TileShape{}) * cute::size<1>(typename Kernel::ClusterShape{}) ==
+                      128);
+    if (sm90_balanced_grid.load(std::memory_order_relaxed)) {
+      args.hw_info.max_active_clusters = sm90_pingpong_clusters(m, n, hw.sm_count);
+    }
+  }
   if constexpr (cute::is_same_v<typename Kernel::TileSchedulerTag, cutlass::gemm::StreamKScheduler>) {
     using Mode = cutlass::gemm::kernel::detail::DecompositionMode;
     using Reduction = cutlass::gemm::kernel::detail::ReductionMode;
@@ -322,6 +334,16 @@ int dispatch_gemm_dequant(const int8_t* a, const int8_t* b, float* d, const Sm90
 }  // namespace
 
 bool cutlass_sm90_available() { return device_runs_sm90a(); }
+
+void set_sm90_balanced_grid(bool enabled) { sm90_balanced_grid.store(enabled, std::memory_order_relaxed); }
+
+int sm90_pingpong_clusters(int64_t m, int64_t n, int sm_count) {
+  const int64_t full = sm_count / 2;
+  if (m <= 0 || n <= 0 || full <= 0) return 0;  // 0: CUTLASS's own grid
+  const int64_t tiles = ((m + 127) / 128) * ((n + 127) / 128);  // a 2 x 1 cluster of 64 x 128 tiles spans 128 x 128
+  const int64_t waves = (tiles + full - 1) / full;
+  return static_cast<int>((tiles + waves - 1) / waves);
+}
 
 int64_t cutlass_gemm_s8_sm90_workspace(int m, int n, int k, int variant, int decomposition, int splits,
                                        bool dequant) {

@@ -161,9 +161,13 @@ __device__ __forceinline__ void hq_store_chunk(const float (&v)[N], const Scale&
 
 // One block per row, each thread's chunks of the transformed row kept in registers (at most Chunks): one read of
 // g_y and one transform per element. The hash reads its index mod 2^32, so indices are 32-bit.
-// Max over each group of `group` threads (a whole number of warps; the block's threads in consecutive groups), valid
-// in every thread of the group. Every thread of the block calls it.
+// Max over each group of `group` threads (a power of two up to 32, or a whole number of warps; the block's threads
+// in consecutive groups), valid in every thread of the group. Every thread of the block calls it.
 __device__ float group_max(float v, int group) {
+  if (group < 32) {  // the group's lanes are an aligned run within the warp: xor-shuffles stay inside it
+    for (int o = group / 2; o > 0; o /= 2) v = amax_of(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+  }
   __shared__ float partial[32];
   v = warp_max(v);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = group / 32;
@@ -457,10 +461,12 @@ void launch_weight(const T* w, int64_t out_rows, int64_t in_cols, int qmax, bool
 }
 
 // W's code pass beside g_y's per-token HQ quantiser, in one launch: CTAs [0, w_blocks) run weight_quantize's code
-// pass, the others g_y's rows, blockDim.x / group rows a CTA, each on `group` threads (a whole number of warps) as
-// hq_grad_output_per_token runs a row on a block of `group` threads: the same bits (a row's codes depend on its
-// chunks' indices, not on the threads; its amax is a max). The block is the most whole groups in kThreads threads,
-// so no thread idles where g_y is large (160 threads for a row of 144 chunks, as the per-token kernel has it). In a
+// pass, the others g_y's rows, blockDim.x / group rows a CTA, each on `group` threads (group_max's: a power of two
+// up to a warp, else whole warps) as hq_grad_output_per_token runs a row on a block of `group` threads: the same
+// bits (a row's codes depend on its chunks' indices, not on the threads; its amax is a max). The block is the most
+// whole groups in kThreads threads, so no thread idles where g_y is large (160 threads for a row of 144 chunks, as
+// the per-token kernel has it), and short rows share warps (ResNet's 64 channels: 4 threads a row, 64 rows a CTA;
+// on a warp a row, 28 of its 32 threads idled and the launch took 8 times the CTAs). In a
 // captured backward the g_x chain is then W's statistics pass, this launch and the GEMM on one stream: no stream of
 // W's own to fork and wait for.
 template <typename TW, typename TG, int N, int Chunks>
@@ -491,7 +497,7 @@ void launch_weight_and_grad_output(const TW* w, int64_t out_rows, int64_t in_col
                                    float* g_scale, int group, cudaStream_t stream) {
   constexpr int N = 16;
   const int64_t groups = out_rows / N, work = groups * in_cols;
-  const int per_block = kThreads / group, threads = per_block * group;  // >= kMinWeightThreads for group >= 32
+  const int per_block = kThreads / group, threads = per_block * group;  // >= kMinWeightThreads
   const int64_t w_blocks = std::min<int64_t>((work + threads - 1) / threads, kMaxGrid);
   const auto g_blocks = static_cast<unsigned>((rows + per_block - 1) / per_block);
   sawb_partials<TW, N><<<sawb_blocks_used(work), kThreads, 0, stream>>>(w, groups, in_cols, partials);
@@ -1474,7 +1480,10 @@ bool hq_quantize_weight_and_grad_output(const WeightQuantizeCall& w, const void*
   if (!weight_and_grad_output_in_one_launch(w.block, cols)) return false;
   const int64_t chunks = cols / 16;
   const int per_thread = chunks <= kThreads ? 1 : (chunks <= 2 * kThreads ? 2 : 4);
-  const int group = static_cast<int>((chunks + per_thread - 1) / per_thread + 31) / 32 * 32;
+  const int needed = static_cast<int>((chunks + per_thread - 1) / per_thread);  // threads a row takes
+  int group = 1;  // the least power of two up to a warp that holds them, else whole warps (group_max's groups)
+  while (group < needed && group < 32) group *= 2;
+  if (needed > 32) group = (needed + 31) / 32 * 32;
   with_input_type(w.w, w.type, [&](auto pw) {
     with_input_type(g_y, g_type, [&](auto pg) {
       using TW = element_of<decltype(pw)>;

@@ -145,6 +145,35 @@ print("checked", len(cases))
     assert result.stdout.strip() == "checked 16"
 
 
+def test_the_pingpong_grid_takes_the_full_grids_waves_on_the_fewest_clusters(built: Path) -> None:
+    """The small g_w GEMM's persistent grid (host code, in every build): for each shape, as many waves of 128 x 128
+    cluster tiles as sm_count / 2 clusters take, and one cluster fewer would take one wave more."""
+    code = """
+from hot_kernels import _C
+checked = 0
+for sm_count in (132, 114, 78, 2):
+    full = sm_count // 2
+    for m in (1, 64, 128, 129, 512, 768, 1536, 2304, 3072, 4608, 8192):
+        for n in (4, 128, 768, 1024, 3072, 4608):
+            clusters = _C.sm90_pingpong_clusters(m, n, sm_count)
+            tiles = -(-m // 128) * -(-n // 128)
+            waves = -(-tiles // full)
+            assert 1 <= clusters <= min(full, tiles), (m, n, sm_count, clusters)
+            assert -(-tiles // clusters) == waves, (m, n, sm_count, clusters)
+            assert clusters == 1 or -(-tiles // (clusters - 1)) > waves, (m, n, sm_count, clusters)
+            checked += 1
+# EfficientFormer's stages.3.qkv g_w (1536 x 768): 72 tiles, 2 waves on 66 clusters, as few on 36.
+assert _C.sm90_pingpong_clusters(1536, 768, 132) == 36
+assert _C.sm90_pingpong_clusters(3072, 768, 132) == 48  # 144 tiles: 3 waves either way
+assert _C.sm90_pingpong_clusters(768, 1024, 132) == 48  # one wave: every tile its own cluster
+assert _C.sm90_pingpong_clusters(0, 768, 132) == 0 and _C.sm90_pingpong_clusters(64, 64, 1) == 0
+print("checked", checked)
+"""
+    result = _run_with_ops(built, code)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "checked 264"
+
+
 def _cuobjdump(nvcc: str) -> str | None:
     """cuobjdump beside nvcc, on PATH, or the copy in triton's wheel (installed with torch)."""
     beside = Path(nvcc).resolve().parent / "cuobjdump"

@@ -190,6 +190,22 @@ def test_sm90_dequant_epilogue_keeps_subnormal_outputs(ops, variant: int, decomp
     assert mismatch == 0, f"{mismatch} of {got.numel()} outputs differ"
 
 
+@pytest.mark.parametrize(("m", "n", "k"), [(1536, 768, 32), (3072, 768, 144), (2304, 768, 12608), (200, 132, 80)])
+def test_the_balanced_pingpong_grid_gives_the_full_grids_bits(ops, m: int, n: int, k: int) -> None:
+    """The ping-pong kernel on the fewest clusters that take the full grid's waves (more tiles a CTA where the
+    tiles exceed one wave), and on CUTLASS's full grid: the same exact products and dequantised bits."""
+    a, b = _codes(m, k, m + k), _codes(n, k, n + 7 * k)
+    row, col = _scales(m, True, m), _scales(n, True, n + 2)
+    balanced = ops.cutlass_gemm_s8_sm90(a, b, 1), ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col, 16.0, 1)
+    ops.set_sm90_balanced_grid(False)
+    try:
+        full = ops.cutlass_gemm_s8_sm90(a, b, 1), ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col, 16.0, 1)
+    finally:
+        ops.set_sm90_balanced_grid(True)
+    assert torch.equal(balanced[0], _exact(a, b).int()) and torch.equal(full[0], balanced[0])
+    assert torch.equal(_bits(full[1]), _bits(balanced[1]))
+
+
 @pytest.mark.parametrize("divisor", [1.0, 8.0, 0.5])
 def test_sm90_dequant_epilogue_other_power_of_two_divisors(ops, divisor: float) -> None:
     a, b = _codes(130, 1568, 1), _codes(96, 1568, 2)

@@ -394,6 +394,26 @@ def test_two_hla_quantisers_in_one_launch_equal_two_calls(dtype, x_rounding, win
     assert torch.equal(again[0][0], x_c) and torch.equal(again[1][0], g_c) and torch.equal(again[1][2], g_sums)
 
 
+def test_asking_whether_x_pairs_copies_nothing() -> None:
+    """Whether x pairs with g_y is a question of dtype and shape: a transposed or misaligned x (or g_y) gets the
+    answer its aligned copy gets, and asking launches no kernel (inside a capture a copy would replay every step)."""
+    from hot.backends import InputCodes
+
+    real = RealBackend()
+    spec = HLASpec(_paper(49), 8, 8, "stochastic", "per_tensor", hash_key(1, 2, 3, Stream.GW_GRAD_OUTPUT))
+    x = _randn(1024, 49, seed=7, dtype=torch.bfloat16).to(CUDA).t()  # (49, 1024), not contiguous
+    g_y = _randn(50, 768, seed=8, dtype=torch.bfloat16).to(CUDA)[1:]  # starts 1536 bytes in: aligned
+    g_y_odd = _randn(49 * 768 + 1, seed=9, dtype=torch.bfloat16).to(CUDA)[1:].view(49, 768)  # starts 2 bytes in
+    assert g_y_odd.data_ptr() % 16 != 0 and not x.is_contiguous()
+    for xs, gs in ((x, g_y), (x, g_y_odd)):
+        x_codes = InputCodes(real, xs, spec)
+        want = real._pairs_with_grad_output(InputCodes(real, xs.contiguous().clone(), spec), gs.clone(), spec)
+        assert want
+        names = _cuda_kernels(lambda x_codes=x_codes, gs=gs: real._pairs_with_grad_output(x_codes, gs, spec))
+        assert names == []
+        assert real._pairs_with_grad_output(x_codes, gs, spec) == want
+
+
 def test_two_hla_quantisers_too_large_for_one_launch_take_two_calls() -> None:
     """Tiles of both tensors beyond what the GPU holds at once: two calls, the same bits, and a captured backward
     would not pair them; so for channels not in fours and for tensors of two types."""
@@ -419,7 +439,11 @@ def test_two_hla_quantisers_too_large_for_one_launch_take_two_calls() -> None:
 @pytest.mark.parametrize(
     ("rows", "out_f", "in_f", "w_dtype", "g_dtype", "columns"),
     [
-        (3136, 64, 256, torch.float32, torch.float32, True),  # ResNet-50 layer1.conv1: 8 rows a CTA
+        (3136, 64, 256, torch.float32, torch.float32, True),  # ResNet-50 layer1.conv1: 4 threads a row, 64 a CTA
+        (784, 128, 512, torch.float32, torch.float32, True),  # layer2.conv1: 8 threads a row
+        (300, 16, 48, torch.float32, torch.bfloat16, False),  # one chunk: 256 rows a CTA, the last CTA part-filled
+        (77, 32, 64, torch.bfloat16, torch.float32, True),  # 2 threads a row
+        (50, 48, 32, torch.float32, torch.float32, False),  # 3 chunks on 4 threads: one idles in every row
         (49, 768, 1024, torch.float32, torch.float32, True),  # EfficientFormer stages.3.proj: 48 chunks a row
         (197, 3072, 768, torch.float32, torch.bfloat16, False),  # 192 chunks: a row on 192 of 256 threads
         (394, 96, 64, torch.bfloat16, torch.bfloat16, True),

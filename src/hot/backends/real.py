@@ -72,6 +72,7 @@ __all__ = [
     "hla_one_launch",
     "load_ops",
     "mark_4bit",
+    "sm90_balanced_grid",
 ]
 
 _E4M3 = torch.float8_e4m3fn
@@ -101,6 +102,17 @@ def hla_one_launch(backend: RealBackend, enabled: bool) -> Iterator[None]:
         yield
     finally:
         backend.ops.set_hla_one_launch(True)
+
+
+@contextlib.contextmanager
+def sm90_balanced_grid(backend: RealBackend, enabled: bool) -> Iterator[None]:
+    """Within: the sm_90a ping-pong g_w GEMM launches its balanced persistent grid (``enabled``, the default: the
+    full grid's waves on the fewest SMs) or CUTLASS's full one; on again after. Process-wide, for A/B timings."""
+    backend.ops.set_sm90_balanced_grid(enabled)
+    try:
+        yield
+    finally:
+        backend.ops.set_sm90_balanced_grid(True)
 
 
 @functools.cache
@@ -185,6 +197,12 @@ def _aligned(t: torch.Tensor) -> torch.Tensor:
     """Contiguous with a 16-byte aligned start (the kernels use vector loads)."""
     t = t.contiguous()
     return t if t.data_ptr() % 16 == 0 else t.clone()
+
+
+def _pairable(spec: HLASpec) -> bool:
+    """Whether the paired HLA launch (x's and g_y's quantisers at once) takes ``spec``: per-tensor scales over
+    blocks of 16."""
+    return spec.windows.block == 16 and spec.granularity == "per_tensor"
 
 
 def _key_arg(key: int | StepKey) -> tuple[list[int], torch.Tensor | None]:
@@ -529,14 +547,14 @@ class RealBackend:
             and x.device == g_y.device
             and x.dim() == 2
             and g_y.dim() == 2
-            and all(s.windows.block == 16 and s.granularity == "per_tensor" for s in both)
+            and all(_pairable(s) for s in both)
             and len(stochastic) <= 1
         ):
             return False
         args = []
         for t, s in ((x, spec), (g_y, hla)):
             windows, rows, _, is_stochastic, _, _ = _hla_args(s)
-            args += [_aligned(t), windows, rows, is_stochastic]
+            args += [t, windows, rows, is_stochastic]  # a question of dtype and shape: no copy to align t
         return self.ops.hla_pair_in_one_launch(*args)
 
     def _hla_quantize_pair(
@@ -546,10 +564,8 @@ class RealBackend:
         :meth:`_hla_quantize` make them, from one cooperative launch where the kernels take both at once (else
         two calls on the current stream)."""
         x, spec = x_codes.x, x_codes.spec
-        if any(s.windows.block != 16 or s.granularity != "per_tensor" for s in (spec, hla)):
-            raise ValueError(
-                "the paired HLA launch takes per-tensor scales over blocks of 16 (_pairs_with_grad_output)"
-            )
+        if not all(_pairable(s) for s in (spec, hla)):
+            raise ValueError("the paired HLA launch takes per-tensor scales over blocks of 16 (_pairable)")
         self.ops.check_float_matrix(x, "t")
         self.ops.check_float_matrix(g_y, "t")
         args = []

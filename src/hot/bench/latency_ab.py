@@ -3,7 +3,9 @@
 Variants, each captured once in a CUDA graph: ``fp32`` (cuBLAS); HOT's captured backward as ``hot latency`` times
 it (``Backend.layer_gradients`` of a layer that kept x: x's codes in one launch with g_y's HLA codes, W's code pass in
 one with g_y's HQ codes) as ``hot``; ``streams``, the same kernels' work as before those launches (x's and W's codes
-each on a stream of their own, their quantisers alone); ``pair_only`` and ``w_only``, one of the two launches each.
+each on a stream of their own, their quantisers alone); ``pair_only`` and ``w_only``, one of the two launches each;
+``full_grid`` (where the build has the sm_90a GEMM), ``hot`` with the g_w GEMM on CUTLASS's full persistent grid in
+place of its balanced one (:func:`hot.backends.real.sm90_balanced_grid`).
 The variants are then timed in turn, round after round (GPU time, the launch hidden behind a busy-wait), so clock
 drift and other tenants land on all of them alike; each row reports the median over rounds of each round's median.
 
@@ -21,7 +23,7 @@ import sys
 import torch
 
 from ..backends import HLASpec, HQSpec, InputCodes, layer_gradients_in_parts
-from ..backends.real import RealBackend, WeightCodes
+from ..backends.real import RealBackend, WeightCodes, sm90_balanced_grid
 from ..paper import paper_values
 from ..results import write_json_atomic
 from .latency import _cublas, _hot, hot_specs
@@ -75,6 +77,10 @@ def main(out: str, rounds: int = 7, timelines: tuple[str, ...] = ()) -> None:
         for name, fn in variants.items():
             runs[name], mode = replayable(fn)
             assert mode == "graph", (name, mode)
+        if hasattr(backend.ops, "set_sm90_balanced_grid"):
+            with sm90_balanced_grid(backend, False):  # the grid is fixed when the graph is captured
+                runs["full_grid"], mode = replayable(_hot(backend, g_y, w, x, tokens)["hot"])
+            assert mode == "graph", ("full_grid", mode)
         times: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(rounds):
             for name, run in runs.items():

@@ -30,8 +30,12 @@ std::string shape_of(const at::Tensor& t) {
   return s + (t.dim() == 1 ? ",)" : ")");
 }
 
-void check_cuda(const at::Tensor& t, const char* name) {
+void check_on_cuda(const at::Tensor& t, const char* name) {
   TORCH_CHECK_VALUE(t.is_cuda(), name, " must be a CUDA tensor, got device ", t.device());
+}
+
+void check_cuda(const at::Tensor& t, const char* name) {
+  check_on_cuda(t, name);
   TORCH_CHECK_VALUE(t.is_contiguous(), name, " must be contiguous");
 }
 
@@ -270,7 +274,7 @@ HlaArgs hla_args(int64_t length, int64_t channels, const std::vector<int64_t>& w
 // t's type and HLA arguments, from its device, dtype and shape alone (not its layout in memory).
 std::pair<hot::InType, HlaArgs> hla_shape(const at::Tensor& t, const std::vector<int64_t>& windows,
                                           const std::vector<int64_t>& rows) {
-  check_cuda(t, "t");
+  check_on_cuda(t, "t");
   TORCH_CHECK_VALUE(t.dim() == 2, "t must be 2-D (L, C), got ", num(t.dim()), "-D");
   TORCH_CHECK_VALUE(t.numel() > 0, "t is empty");
   const auto type = float_type(t, "t");
@@ -280,6 +284,7 @@ std::pair<hot::InType, HlaArgs> hla_shape(const at::Tensor& t, const std::vector
 // hla_shape, for a t the kernels read: contiguous and aligned.
 std::pair<hot::InType, HlaArgs> hla_input(const at::Tensor& t, const std::vector<int64_t>& windows,
                                           const std::vector<int64_t>& rows) {
+  check_cuda(t, "t");
   check_aligned(t, "t");
   return hla_shape(t, windows, rows);
 }
@@ -379,7 +384,7 @@ bool hla_pair_in_one_launch(const at::Tensor& a, const std::vector<int64_t>& win
                             const std::vector<int64_t>& rows_a, bool stochastic_a, const at::Tensor& b,
                             const std::vector<int64_t>& windows_b, const std::vector<int64_t>& rows_b,
                             bool stochastic_b) {
-  check_cuda(a, "a");
+  check_on_cuda(a, "a");
   TORCH_CHECK_VALUE(b.device() == a.device(), "b is on ", b.device(), ", a on ", a.device());
   const c10::cuda::CUDAGuard guard(a.device());
   const auto [type_a, hla_a] = hla_shape(a, windows_a, rows_a);

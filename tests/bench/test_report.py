@@ -180,3 +180,23 @@ def test_settings_that_differ_make_runs_incomparable_and_an_unrecorded_hash_is_t
     )
     new = {"settings": {"batch": 64, "gemm": "auto", "rounding_hash": "fmix32"}}
     assert report.settings_differences(old, new) == {"batch": (128, 64), "rounding_hash": ("fmix32x2", "fmix32")}
+
+
+def test_the_equivalence_line_puts_each_bound_beside_the_difference_it_bounds() -> None:
+    """The H200 run of 28fc0c8 printed '3.41e-03 (< 0.001: True)': the whole run's difference against the first
+    steps' bound. Each difference now stands beside its own bound, and a failed check says FAILED."""
+    eq = {
+        "max_rel_loss_diff": 3.41e-3,
+        "max_rel_loss_diff_early": 3.3e-4,
+        "tolerance": 1e-3,
+        "early_steps": 10,
+        "drift_tolerance": 1e-2,
+        "steps": 20,
+        "passed": True,
+        "runs": [{"held_out_accuracy": 0.87}, {"held_out_accuracy": 0.86}],
+        "code_mismatches": {"elements": 8},
+    }
+    line = report.equivalence_line(eq)
+    assert line.startswith("equivalence: passed: ")
+    assert "3.30e-04 over the first 10 steps (< 0.001) and 3.41e-03 over 20 (< 0.01)" in line
+    assert report.equivalence_line({**eq, "passed": False}).startswith("equivalence: FAILED: ")

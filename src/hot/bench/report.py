@@ -156,11 +156,7 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
         if "error" in eq:
             lines.append(f"equivalence: error {eq['error'][:200]}")
         else:
-            lines.append(
-                f"equivalence: max rel loss diff {eq['max_rel_loss_diff']:.2e} (< {eq['tolerance']:g}: "
-                f"{eq['passed']}), accuracy {[r['held_out_accuracy'] for r in eq['runs']]}, "
-                f"code mismatches {eq.get('code_mismatches')}"
-            )
+            lines.append(equivalence_line(eq))
     return lines
 
 
@@ -277,3 +273,18 @@ def comparison_lines(
             f"{r['metric']:<34} {number(r['old']):>10} {number(r['new']):>10} {number(r['ratio']):>8}  {flag}".rstrip()
         )
     return lines
+
+
+def equivalence_line(eq: dict) -> str:
+    """The equivalence section in one line: each loss bound beside the difference it bounds (the first steps' and
+    the whole run's), the verdict, the held-out accuracies and the code mismatches."""
+    early = eq.get("max_rel_loss_diff_early")
+    bounds = (
+        f"max rel loss diff {early:.2e} over the first {eq['early_steps']} steps (< {eq['tolerance']:g}) and "
+        f"{eq['max_rel_loss_diff']:.2e} over {eq['steps']} (< {eq['drift_tolerance']:g})"
+        if early is not None
+        else f"max rel loss diff {eq['max_rel_loss_diff']:.2e} (< {eq['tolerance']:g})"
+    )
+    verdict = "passed" if eq["passed"] else "FAILED"
+    accuracy = [r["held_out_accuracy"] for r in eq["runs"]]
+    return f"equivalence: {verdict}: {bounds}, accuracy {accuracy}, code mismatches {eq.get('code_mismatches')}"

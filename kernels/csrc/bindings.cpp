@@ -269,9 +269,8 @@ HlaArgs hla_args(int64_t length, int64_t channels, const std::vector<int64_t>& w
   return {w, std::move(kept), proj_rows};
 }
 
-// The tensor t (L, C) that hla_quantize and hla_project read, checked (a contiguous, 16-byte aligned, non-empty 2-D
-// float CUDA tensor): its element type and the HLA arguments over it.
-// t's type and HLA arguments, from its device, dtype and shape alone (not its layout in memory).
+// t (L, C) checked as a non-empty 2-D float CUDA tensor, from its device, dtype and shape alone (not its layout in
+// memory): its element type and the HLA arguments over it.
 std::pair<hot::InType, HlaArgs> hla_shape(const at::Tensor& t, const std::vector<int64_t>& windows,
                                           const std::vector<int64_t>& rows) {
   check_on_cuda(t, "t");
@@ -281,7 +280,7 @@ std::pair<hot::InType, HlaArgs> hla_shape(const at::Tensor& t, const std::vector
   return {type, hla_args(t.size(0), t.size(1), windows, rows)};
 }
 
-// hla_shape, for a t the kernels read: contiguous and aligned.
+// The tensor t (L, C) that hla_quantize and hla_project read: hla_shape's checks, and contiguous and 16-byte aligned.
 std::pair<hot::InType, HlaArgs> hla_input(const at::Tensor& t, const std::vector<int64_t>& windows,
                                           const std::vector<int64_t>& rows) {
   check_cuda(t, "t");
@@ -705,6 +704,20 @@ at::Tensor cutlass_gemm_s8_sm90_dequant(const at::Tensor& a, const at::Tensor& b
   return d;
 }
 
+// The CTAs cutlass_gemm_s8_sm90(a, b, variant) (or its dequantising kernel) launches, as CUTLASS's scheduler sizes
+// the grid from the arguments run_gemm passes it, without launching it: for tests of the grid.
+int64_t cutlass_gemm_s8_sm90_ctas(const at::Tensor& a, const at::Tensor& b, int64_t variant, bool dequant) {
+  check_sm90_operands(a, b);
+  TORCH_CHECK_VALUE(variant == 0 || variant == 1, "variant must be 0 or 1, got ", num(variant));
+  const c10::cuda::CUDAGuard guard(a.device());
+  const int64_t m = a.size(0), n = b.size(0), k = a.size(1);
+  TORCH_CHECK_VALUE(m > 0 && n > 0 && k > 0, "the operands are empty: ", shape_of(a), " and ", shape_of(b));
+  const auto d = at::empty({m, n}, a.options().dtype(dequant ? at::kFloat : at::kInt));
+  return hot::cutlass_gemm_s8_sm90_ctas(a.data_ptr<int8_t>(), b.data_ptr<int8_t>(), d.data_ptr(),
+                                        static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+                                        static_cast<int>(variant), dequant);
+}
+
 // Whether this build holds the sm_90a GEMM and the current device runs it.
 bool cutlass_sm90_available() { return hot::cutlass_sm90_available(); }
 
@@ -984,6 +997,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("cutlass_sm90_available", &cutlass_sm90_available);
   m.def("sm90_pingpong_clusters", &hot::sm90_pingpong_clusters, py::arg("m"), py::arg("n"), py::arg("sm_count"));
   m.def("set_sm90_balanced_grid", &hot::set_sm90_balanced_grid);
+  m.def("cutlass_gemm_s8_sm90_ctas", &cutlass_gemm_s8_sm90_ctas, py::arg("a"), py::arg("b"), py::arg("variant"),
+        py::arg("dequant") = false);
   m.def("check_float_matrix", &check_float_matrix);
   m.def("check_hq_matmul", &check_hq_matmul);
   m.def("check_hla_matmul", &check_hla_matmul);

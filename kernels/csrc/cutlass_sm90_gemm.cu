@@ -221,7 +221,9 @@ typename Gemm::Arguments make_args(const int8_t* a, const int8_t* b, ElementD* d
   args.epilogue.dD = stride_d;
   args.hw_info = hw;
   if constexpr (cute::is_same_v<typename Kernel::TileSchedulerTag, cutlass::gemm::PersistentScheduler>) {
-    // sm90_pingpong_clusters counts 128 x 128 cluster tiles
+    // sm90_pingpong_clusters counts 128 x 128 cluster tiles of 2 CTAs (CUTLASS reads max_active_clusters only for
+    // clusters of more than one CTA), with the scheduler's swizzle left at 1 (a larger one rounds the tile counts up)
+    static_assert(cute::size(typename Kernel::ClusterShape{}) == 2);
     static_assert(cute::size<0>(typename Kernel::TileShape{}) * cute::size<0>(typename Kernel::ClusterShape{}) ==
                       128 &&
                   cute::size<1>(typename Kernel::TileShape{}) * cute::size<1>(typename Kernel::ClusterShape{}) ==
@@ -273,6 +275,15 @@ int64_t workspace_of(int m, int n, int k, int decomposition, int splits) {
 }
 
 template <class Gemm>
+int64_t ctas_of(const int8_t* a, const int8_t* b, void* d, int m, int n, int k) {
+  auto args = make_args<Gemm>(a, b, static_cast<OutputOf<Gemm>*>(d), m, n, k, kSm90Heuristic, 1,
+                              current_device_info(), FusionArgs<Gemm>{});
+  if (args.hw_info.sm_count <= 0) return 0;
+  const dim3 grid = Gemm::get_grid_shape(args);
+  return static_cast<int64_t>(grid.x) * grid.y * grid.z;
+}
+
+template <class Gemm>
 int run_gemm(const int8_t* a, const int8_t* b, OutputOf<Gemm>* d, const FusionArgs<Gemm>& thread, int m, int n,
              int k, int decomposition, int splits, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   auto args = make_args<Gemm>(a, b, d, m, n, k, decomposition, splits, current_device_info(), thread);
@@ -296,6 +307,18 @@ int64_t dispatch_workspace(int m, int n, int k, int variant, int decomposition, 
     }
     if (variant == 0) return workspace_of<GemmCoop>(m, n, k, decomposition, splits);
     return workspace_of<GemmPingpong>(m, n, k, decomposition, splits);
+  } else {
+    return 0;
+  }
+}
+
+template <bool Enabled>
+int64_t dispatch_ctas(const int8_t* a, const int8_t* b, void* d, int m, int n, int k, int variant, bool dequant) {
+  if constexpr (Enabled) {
+    if (dequant) {
+      return variant == 0 ? ctas_of<GemmCoopDequant>(a, b, d, m, n, k) : ctas_of<GemmPingpongDequant>(a, b, d, m, n, k);
+    }
+    return variant == 0 ? ctas_of<GemmCoop>(a, b, d, m, n, k) : ctas_of<GemmPingpong>(a, b, d, m, n, k);
   } else {
     return 0;
   }
@@ -352,6 +375,17 @@ int64_t cutlass_gemm_s8_sm90_workspace(int m, int n, int k, int variant, int dec
   return dispatch_workspace<kSm90Compiled>(m, n, k, variant, decomposition, splits, dequant);
 #else
   (void)m, (void)n, (void)k, (void)variant, (void)decomposition, (void)splits, (void)dequant;
+  return 0;
+#endif
+}
+
+int64_t cutlass_gemm_s8_sm90_ctas(const int8_t* a, const int8_t* b, void* d, int m, int n, int k, int variant,
+                                  bool dequant) {
+#if defined(HOT_SM90_GEMM_HEADERS)
+  if (!kSm90Compiled || (variant != 0 && variant != 1)) return 0;
+  return dispatch_ctas<kSm90Compiled>(a, b, d, m, n, k, variant, dequant);
+#else
+  (void)a, (void)b, (void)d, (void)m, (void)n, (void)k, (void)variant, (void)dequant;
   return 0;
 #endif
 }

@@ -216,7 +216,8 @@ int cutlass_gemm_s8_sm90_dequant(const int8_t* a, const int8_t* b, float* d, con
                                  int64_t workspace_bytes, cudaStream_t stream);
 const char* cutlass_sm90_status_string(int status);
 // The ping-pong kernel's persistent grid, in 2-CTA clusters, on a GPU of sm_count SMs: the fewest clusters that
-// finish its (M / 128) x (N / 128) cluster tiles in as many waves as a full grid (sm_count / 2 clusters) would.
+// finish its ceil(M / 128) x ceil(N / 128) cluster tiles in as many waves as a full grid (sm_count / 2 clusters)
+// would.
 // The full grid takes every SM even where its last wave is nearly empty (144 tiles on 66 clusters: 3 waves), and
 // a persistent CTA holds its SM for the whole kernel, so the other stream's kernels (a backward's g_x GEMM beside
 // this g_w GEMM) wait for SMs that add nothing here (48 clusters take the same 3 waves).
@@ -224,5 +225,10 @@ int sm90_pingpong_clusters(int64_t m, int64_t n, int sm_count);
 // Whether the ping-pong kernel launches sm90_pingpong_clusters' grid (true, the default) or CUTLASS's full one:
 // process-wide, for A/B timings in one process.
 void set_sm90_balanced_grid(bool enabled);
+// The CTAs the sm90 GEMM (variant 0 or 1, decomposition 0, one split; dequant: the dequantising epilogue's kernel)
+// would launch for these operands (as cutlass_gemm_s8_sm90 takes them; d: the int32 or float output) on the current
+// device, as CUTLASS's scheduler sizes its grid, without launching it; 0 where not compiled.
+int64_t cutlass_gemm_s8_sm90_ctas(const int8_t* a, const int8_t* b, void* d, int m, int n, int k, int variant,
+                                  bool dequant);
 
 }  // namespace hot

@@ -200,3 +200,6 @@ def test_the_equivalence_line_puts_each_bound_beside_the_difference_it_bounds() 
     assert line.startswith("equivalence: passed: ")
     assert "3.30e-04 over the first 10 steps (< 0.001) and 3.41e-03 over 20 (< 0.01)" in line
     assert report.equivalence_line({**eq, "passed": False}).startswith("equivalence: FAILED: ")
+    assert "over the first 5 steps" in report.equivalence_line({**eq, "steps": 5})
+    older = {k: v for k, v in eq.items() if k not in ("max_rel_loss_diff_early", "early_steps", "drift_tolerance")}
+    assert "max rel loss diff 3.41e-03 (< 0.001)" in report.equivalence_line(older)  # a run from before the drift bound

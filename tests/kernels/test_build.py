@@ -115,6 +115,7 @@ cases = [
     (lambda: _C.check_hq_matmul(i8, torch.ones(4), i8, torch.ones(1), 16), "a_codes must be on a CUDA device"),
     (lambda: _C.check_hla_matmul(i8, torch.ones(1), i8, torch.ones(1)), "g_codes must be on a CUDA device"),
     (lambda: _C.cutlass_gemm_s8(i8, i8), "a must be a CUDA tensor"),
+    (lambda: _C.cutlass_gemm_s8_sm90_ctas(i8, i8, 1), "a must be a CUDA tensor"),
     (lambda: _C.dequantize(i8.int(), torch.ones(4), torch.ones(1), 16.0), "acc must be a CUDA tensor"),
     (lambda: _C.hash_uniform(-1, [0], 0, None, 2), "numel must be non-negative, got -1"),
     (lambda: _C.hash_uniform(4, [1 << 32], 0, None, 2), "key holds 4294967296, not a 32-bit unsigned integer"),
@@ -142,7 +143,7 @@ print("checked", len(cases))
 """
     result = _run_with_ops(built, code)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip() == "checked 16"
+    assert result.stdout.strip() == "checked 17"
 
 
 def test_the_pingpong_grid_takes_the_full_grids_waves_on_the_fewest_clusters(built: Path) -> None:

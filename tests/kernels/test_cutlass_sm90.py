@@ -206,6 +206,30 @@ def test_the_balanced_pingpong_grid_gives_the_full_grids_bits(ops, m: int, n: in
     assert torch.equal(_bits(full[1]), _bits(balanced[1]))
 
 
+@pytest.mark.parametrize("dequant", [False, True])
+def test_the_pingpong_kernel_launches_the_balanced_grid(ops, dequant: bool) -> None:
+    """The grid CUTLASS's scheduler makes of the ping-pong kernel's arguments: 2 · sm90_pingpong_clusters CTAs, and
+    with the balance off the full grid, a cluster on every SM pair up to the tiles (both raster orders: tall and wide
+    products); the cooperative kernel's grid is its own either way."""
+    sms = torch.cuda.get_device_properties(CUDA).multi_processor_count
+    checked = 0
+    for m, n, k in [(1536, 768, 32), (3072, 768, 144), (768, 3072, 112), (2304, 768, 128), (64, 256, 1568)]:
+        a, b = _codes(m, k, 1), _codes(n, k, 2)
+        tiles = -(-m // 128) * -(-n // 128)
+        balanced = ops.cutlass_gemm_s8_sm90_ctas(a, b, 1, dequant)
+        coop = ops.cutlass_gemm_s8_sm90_ctas(a, b, 0, dequant)
+        ops.set_sm90_balanced_grid(False)
+        try:
+            full = ops.cutlass_gemm_s8_sm90_ctas(a, b, 1, dequant)
+            assert ops.cutlass_gemm_s8_sm90_ctas(a, b, 0, dequant) == coop
+        finally:
+            ops.set_sm90_balanced_grid(True)
+        assert balanced == 2 * ops.sm90_pingpong_clusters(m, n, sms), (m, n, balanced)
+        assert full == 2 * min(sms // 2, tiles), (m, n, full)
+        checked += balanced < full
+    assert checked >= 3  # the shapes beyond one wave launch fewer CTAs
+
+
 @pytest.mark.parametrize("divisor", [1.0, 8.0, 0.5])
 def test_sm90_dequant_epilogue_other_power_of_two_divisors(ops, divisor: float) -> None:
     a, b = _codes(130, 1568, 1), _codes(96, 1568, 2)

@@ -395,8 +395,9 @@ def test_two_hla_quantisers_in_one_launch_equal_two_calls(dtype, x_rounding, win
 
 
 def test_asking_whether_x_pairs_copies_nothing() -> None:
-    """Whether x pairs with g_y is a question of dtype and shape: a transposed or misaligned x (or g_y) gets the
-    answer its aligned copy gets, and asking launches no kernel (inside a capture a copy would replay every step)."""
+    """Whether x pairs with g_y is a question of dtype and shape: a transposed x, with g_y at an aligned or a
+    misaligned start, gets the answer the contiguous copies get, and asking launches no kernel (inside a capture a
+    copy would replay every step)."""
     from hot.backends import InputCodes
 
     real = RealBackend()
@@ -444,6 +445,9 @@ def test_two_hla_quantisers_too_large_for_one_launch_take_two_calls() -> None:
         (300, 16, 48, torch.float32, torch.bfloat16, False),  # one chunk: 256 rows a CTA, the last CTA part-filled
         (77, 32, 64, torch.bfloat16, torch.float32, True),  # 2 threads a row
         (50, 48, 32, torch.float32, torch.float32, False),  # 3 chunks on 4 threads: one idles in every row
+        (64, 256, 48, torch.float32, torch.bfloat16, True),  # 16 threads a row
+        (70, 400, 32, torch.bfloat16, torch.float32, False),  # 25 chunks on a warp
+        (40, 512, 64, torch.float32, torch.float32, True),  # 32 chunks: a warp a row
         (49, 768, 1024, torch.float32, torch.float32, True),  # EfficientFormer stages.3.proj: 48 chunks a row
         (197, 3072, 768, torch.float32, torch.bfloat16, False),  # 192 chunks: a row on 192 of 256 threads
         (394, 96, 64, torch.bfloat16, torch.bfloat16, True),

@@ -280,10 +280,10 @@ def equivalence_line(eq: dict) -> str:
     the whole run's), the verdict, the held-out accuracies and the code mismatches."""
     early = eq.get("max_rel_loss_diff_early")
     bounds = (
-        f"max rel loss diff {early:.2e} over the first {eq['early_steps']} steps (< {eq['tolerance']:g}) and "
-        f"{eq['max_rel_loss_diff']:.2e} over {eq['steps']} (< {eq['drift_tolerance']:g})"
+        f"max rel loss diff {early:.2e} over the first {min(eq['early_steps'], eq['steps'])} steps "
+        f"(< {eq['tolerance']:g}) and {eq['max_rel_loss_diff']:.2e} over {eq['steps']} (< {eq['drift_tolerance']:g})"
         if early is not None
-        else f"max rel loss diff {eq['max_rel_loss_diff']:.2e} (< {eq['tolerance']:g})"
+        else f"max rel loss diff {eq['max_rel_loss_diff']:.2e} (< {eq['tolerance']:g})"  # runs before the drift bound
     )
     verdict = "passed" if eq["passed"] else "FAILED"
     accuracy = [r["held_out_accuracy"] for r in eq["runs"]]

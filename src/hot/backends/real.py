@@ -94,25 +94,25 @@ def load_ops() -> ModuleType:
 
 
 @contextlib.contextmanager
-def hla_one_launch(backend: RealBackend, enabled: bool) -> Iterator[None]:
+def _kernel_setting(set_it: Callable[[bool], None], enabled: bool) -> Iterator[None]:
+    """Within: a process-wide setting of the compiled ops at ``enabled``; on (its default) again after."""
+    set_it(enabled)
+    try:
+        yield
+    finally:
+        set_it(True)
+
+
+def hla_one_launch(backend: RealBackend, enabled: bool) -> contextlib.AbstractContextManager[None]:
     """Within: the compiled HLA quantiser takes its one-launch path where a tensor fits (``enabled``, the default) or
     always its two passes; on again after. Process-wide, for A/B tests and timings in one process."""
-    backend.ops.set_hla_one_launch(enabled)
-    try:
-        yield
-    finally:
-        backend.ops.set_hla_one_launch(True)
+    return _kernel_setting(backend.ops.set_hla_one_launch, enabled)
 
 
-@contextlib.contextmanager
-def sm90_balanced_grid(backend: RealBackend, enabled: bool) -> Iterator[None]:
+def sm90_balanced_grid(backend: RealBackend, enabled: bool) -> contextlib.AbstractContextManager[None]:
     """Within: the sm_90a ping-pong g_w GEMM launches its balanced persistent grid (``enabled``, the default: the
     full grid's waves on the fewest SMs) or CUTLASS's full one; on again after. Process-wide, for A/B timings."""
-    backend.ops.set_sm90_balanced_grid(enabled)
-    try:
-        yield
-    finally:
-        backend.ops.set_sm90_balanced_grid(True)
+    return _kernel_setting(backend.ops.set_sm90_balanced_grid, enabled)
 
 
 @functools.cache

@@ -154,21 +154,43 @@ HOT_HD float absmax_to_scale(float amax, int qmax) {
   return amax == 0.0f ? 1.0f : div_rn(amax, static_cast<float>(qmax));
 }
 
-// hot.quant.sawb_scale from per-block partial sums, (sum b², sum |b|, max |b|) triples: each component folded over
-// the blocks in index order, the sums in double (a fixed order: the same bits on every run), then combined by
-// sawb_scale_from_sums. The three folds are independent, so a kernel may run them on three threads at once.
+// hot.quant.sawb_scale from per-block partial sums, (sum b², sum |b|, max |b|) triples, folded as one warp folds
+// them: lane l takes triples l, l + 32, l + 64, ... in index order (sawb_lane_sum, sawb_lane_max), then the 32 lane
+// results meet in an xor butterfly (lane l adds lane l ^ o's, o = 16, 8, 4, 2, 1: the kernels' warp_sum). IEEE
+// addition commutes, so every lane ends with the same bits, and the order is fixed: the same bits on every run. The
+// sums are in double, then combined by sawb_scale_from_sums. 13 dependent additions, where index order took one
+// per CTA of the statistics pass (up to 256) on the weight code pass's critical path.
+constexpr int kSawbLanes = 32;
 
-// Component 0 (sum b²) or 1 (sum |b|) of the triples, added in index order.
-HOT_HD double sawb_partial_sum(const double* partials, int count, int component) {
+// Component 0 (sum b²) or 1 (sum |b|) of lane `lane`'s triples, added in index order.
+HOT_HD double sawb_lane_sum(const double* partials, int count, int component, int lane) {
   double s = 0.0;
-  for (int i = 0; i < count; ++i) s += partials[3 * i + component];
+  for (int i = lane; i < count; i += kSawbLanes) s += partials[3 * i + component];
   return s;
 }
 
-// Component 2 (max |b|) of the triples, in index order.
-HOT_HD float sawb_partial_max(const double* partials, int count) {
+// Component 2 (max |b|) of lane `lane`'s triples: amax_of's max, a NaN winning (hot.quant.sawb_scale's amax).
+HOT_HD float sawb_lane_max(const double* partials, int count, int lane) {
   float amax = 0.0f;
-  for (int i = 0; i < count; ++i) amax = fmaxf(amax, static_cast<float>(partials[3 * i + 2]));
+  for (int i = lane; i < count; i += kSawbLanes) amax = amax_of(amax, static_cast<float>(partials[3 * i + 2]));
+  return amax;
+}
+
+// The warp's fold of component 0 or 1 on one thread, addition for addition (the CPU test's model of the kernel).
+inline double sawb_partial_sum(const double* partials, int count, int component) {
+  double lanes[kSawbLanes], next[kSawbLanes];
+  for (int l = 0; l < kSawbLanes; ++l) lanes[l] = sawb_lane_sum(partials, count, component, l);
+  for (int o = kSawbLanes / 2; o > 0; o /= 2) {
+    for (int l = 0; l < kSawbLanes; ++l) next[l] = lanes[l] + lanes[l ^ o];
+    std::memcpy(lanes, next, sizeof lanes);
+  }
+  return lanes[0];
+}
+
+// Component 2 folded on one thread: a max of magnitudes is the same in any order.
+inline float sawb_partial_max(const double* partials, int count) {
+  float amax = 0.0f;
+  for (int l = 0; l < kSawbLanes; ++l) amax = amax_of(amax, sawb_lane_max(partials, count, l));
   return amax;
 }
 

@@ -16,6 +16,9 @@
 //   sawb       qmax i32, sawb4 i32, numel f64, n u64, n (sum b², sum |b|, max |b|) f64 triples
 //                                                       -> 1 f32   sawb_scale_from_sums of sawb_partial_sum
 //                                                          (components 0, 1) and sawb_partial_max
+//   sawb_fold  n u64, n (sum b², sum |b|, max |b|) f64 triples
+//                                                       -> 2 f64, 1 f32   sawb_partial_sum of components 0, 1,
+//                                                          sawb_partial_max
 //   windows    tokens, prefix, height, width, window_w, samples, rank i64
 //                                                       -> units, proj_rows i64, then per unit: first projected
 //                                                          row, row count, 16 slot rows (-1: padding) i64
@@ -169,6 +172,13 @@ int main(int argc, char** argv) {
     const double s2 = hot::sawb_partial_sum(p, n, 0), s1 = hot::sawb_partial_sum(p, n, 1);
     const std::vector<float> scale{hot::sawb_scale_from_sums(s2, s1, hot::sawb_partial_max(p, n), numel, sawb4, qmax)};
     write_many(scale);
+  } else if (!std::strcmp(op, "sawb_fold")) {
+    const auto count = read_one<uint64_t>();
+    const auto partials = read_many<double>(3 * count);
+    const int n = static_cast<int>(count);
+    write_many(std::vector<double>{hot::sawb_partial_sum(partials.data(), n, 0),
+                                   hot::sawb_partial_sum(partials.data(), n, 1)});
+    write_many(std::vector<float>{hot::sawb_partial_max(partials.data(), n)});
   } else if (!std::strcmp(op, "windows")) {
     const auto in = read_many<int64_t>(7);
     const hot::HlaWindows w{in[0], in[1], in[2], in[3], static_cast<int>(in[4])};

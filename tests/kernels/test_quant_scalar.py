@@ -7,6 +7,7 @@ arithmetic; the GPU tests (test_kernels_gpu.py) check the kernels themselves.
 
 from __future__ import annotations
 
+import functools
 import struct
 import subprocess
 from pathlib import Path
@@ -219,6 +220,39 @@ def test_sawb_scale_from_partials_matches_sawb_scale(host, bits: int, case: str)
     got = torch.from_numpy(np.frombuffer(out, dtype=np.float32).copy()).reshape(())
     want = sawb_scale(t, bits)
     assert torch.equal(got, want), (got.item(), want.item())
+
+
+def _warp_fold(values: np.ndarray) -> np.float64:
+    """The SAWB fold's order, written out: lane l adds values l, l + 32, ... in index order, then the 32 lane sums
+    meet in an xor butterfly (lane l adds lane l ^ o's, o = 16, 8, 4, 2, 1), and lane 0's sum is the result."""
+    lanes = [np.float64(0.0)] * 32
+    for i, v in enumerate(values):
+        lanes[i % 32] = lanes[i % 32] + np.float64(v)
+    for o in (16, 8, 4, 2, 1):
+        lanes = [lanes[lane] + lanes[lane ^ o] for lane in range(32)]
+    return lanes[0]
+
+
+@pytest.mark.parametrize("count", [1, 31, 192, 256])
+def test_sawb_fold_is_the_warps_order(host, count: int) -> None:
+    """The weight quantiser folds the partials as one warp does (quant_scalar.cuh): the two sums bit for bit in that
+    order, on partials whose float64 sums round (so another order would give other bits), and the max of the
+    magnitudes, a NaN winning as in hot.quant.sawb_scale."""
+    rng = np.random.default_rng(count)
+    partials = rng.random((count, 3)) * np.exp2(rng.integers(-3, 3, (count, 3)))  # full mantissas, near magnitudes
+    partials[:, 2] = partials[:, 2].astype(np.float32)
+    out = host("sawb_fold", struct.pack("<Q", count) + partials.astype(np.float64).tobytes())
+    s2, s1 = np.frombuffer(out[:16], dtype=np.float64)
+    (amax,) = np.frombuffer(out[16:], dtype=np.float32)
+    assert s2 == _warp_fold(partials[:, 0]) and s1 == _warp_fold(partials[:, 1])
+    assert amax == np.float32(partials[:, 2].max())
+    if count > 32:  # the order matters on these values: index order gives other bits in at least one sum
+        in_order = [functools.reduce(lambda a, b: a + b, partials[:, c], np.float64(0.0)) for c in (0, 1)]
+        assert (s2, s1) != tuple(in_order)
+    with_nan = partials.copy()
+    with_nan[count // 2, 2] = np.nan
+    out = host("sawb_fold", struct.pack("<Q", count) + with_nan.astype(np.float64).tobytes())
+    assert np.isnan(np.frombuffer(out[16:], dtype=np.float32)[0])
 
 
 def _reference_units(windows: HLAWindows, samples: int, rank: int) -> list[tuple[int, int, list[int]]]:

@@ -94,9 +94,11 @@ __device__ __forceinline__ void to_operand(int8_t (&q)[N], bool fp8) {
   for (int k = 0; k < N; ++k) q[k] = static_cast<int8_t>(e4m3_of_code(static_cast<float>(q[k])));
 }
 
-__device__ __forceinline__ float warp_max(float v) {
+// Max over each aligned run of `width` lanes (a power of two up to 32; the whole warp by default), valid in every
+// lane of the run: xor shuffles stay inside it.
+__device__ __forceinline__ float warp_max(float v, int width = 32) {
 #pragma unroll
-  for (int o = 16; o > 0; o /= 2) v = amax_of(v, __shfl_xor_sync(0xffffffffu, v, o));
+  for (int o = width / 2; o > 0; o /= 2) v = amax_of(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
@@ -164,10 +166,7 @@ __device__ __forceinline__ void hq_store_chunk(const float (&v)[N], const Scale&
 // Max over each group of `group` threads (a power of two up to 32, or a whole number of warps; the block's threads
 // in consecutive groups), valid in every thread of the group. Every thread of the block calls it.
 __device__ float group_max(float v, int group) {
-  if (group < 32) {  // the group's lanes are an aligned run within the warp: xor-shuffles stay inside it
-    for (int o = group / 2; o > 0; o /= 2) v = amax_of(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-  }
+  if (group < 32) return warp_max(v, group);  // the group's lanes are an aligned run within the warp
   __shared__ float partial[32];
   v = warp_max(v);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = group / 32;
@@ -333,7 +332,6 @@ void launch_hq_grad_output(const T* g, int64_t rows, int64_t cols, int qmax, boo
 
 // --- g_x path: Q4(HT(W)) with SAWB --------------------------------------------------------------
 
-constexpr int kSawbBlocks = 256;
 
 // Thread per (block of N rows, column): N strided loads (coalesced across the warp's columns).
 template <typename T, int N>
@@ -416,14 +414,18 @@ __device__ __forceinline__ void weight_quantize_block(const T* __restrict__ w, i
   const int used = sawb_blocks_used(work);  // pass 1's grid: the partials written
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (warp == 0) {
-    const double s2 = warp_sum(sawb_lane_sum(partials, used, 0, lane));
-    const double s1 = warp_sum(sawb_lane_sum(partials, used, 1, lane));
+    double v2[kSawbPerLane], v1[kSawbPerLane];  // both components' loads in flight at once
+    sawb_lane_values(partials, used, 0, lane, v2);
+    sawb_lane_values(partials, used, 1, lane, v1);
+    const double s2 = warp_sum(sawb_lane_sum(v2)), s1 = warp_sum(sawb_lane_sum(v1));
     if (lane == 0) {
       sums[0] = s2;
       sums[1] = s1;
     }
   } else if (warp == 1) {
-    const float m = warp_max(sawb_lane_max(partials, used, lane));
+    double v[kSawbPerLane];
+    sawb_lane_values(partials, used, 2, lane, v);
+    const float m = warp_max(sawb_lane_max(v));
     if (lane == 0) amax = m;
   }
   __syncthreads();

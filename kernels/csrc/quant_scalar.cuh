@@ -160,26 +160,46 @@ HOT_HD float absmax_to_scale(float amax, int qmax) {
 // addition commutes, so every lane ends with the same bits, and the order is fixed: the same bits on every run. The
 // sums are in double, then combined by sawb_scale_from_sums. 13 dependent additions, where index order took one
 // per CTA of the statistics pass (up to 256) on the weight code pass's critical path.
+constexpr int kSawbBlocks = 256;  // the statistics pass's most CTAs: the most triples
 constexpr int kSawbLanes = 32;
+constexpr int kSawbPerLane = kSawbBlocks / kSawbLanes;
 
-// Component 0 (sum b²) or 1 (sum |b|) of lane `lane`'s triples, added in index order.
-HOT_HD double sawb_lane_sum(const double* partials, int count, int component, int lane) {
+// Component `component` of lane `lane`'s triples (0 past count), every load issued before the first use: on the
+// device one L2 round trip, where loads interleaved with the additions waited one each.
+HOT_HD void sawb_lane_values(const double* partials, int count, int component, int lane,
+                             double (&v)[kSawbPerLane]) {
+#pragma unroll
+  for (int k = 0; k < kSawbPerLane; ++k) {
+    const int i = lane + k * kSawbLanes;
+    v[k] = i < count ? partials[3 * i + component] : 0.0;
+  }
+}
+
+// Component 0 (sum b²) or 1 (sum |b|) of a lane's triples (sawb_lane_values), added in index order (adding the
+// 0s past count changes nothing: the sums are not negative).
+HOT_HD double sawb_lane_sum(const double (&v)[kSawbPerLane]) {
   double s = 0.0;
-  for (int i = lane; i < count; i += kSawbLanes) s += partials[3 * i + component];
+#pragma unroll
+  for (int k = 0; k < kSawbPerLane; ++k) s += v[k];
   return s;
 }
 
-// Component 2 (max |b|) of lane `lane`'s triples: amax_of's max, a NaN winning (hot.quant.sawb_scale's amax).
-HOT_HD float sawb_lane_max(const double* partials, int count, int lane) {
+// Component 2 (max |b|) of a lane's triples: amax_of's max, a NaN winning (hot.quant.sawb_scale's amax).
+HOT_HD float sawb_lane_max(const double (&v)[kSawbPerLane]) {
   float amax = 0.0f;
-  for (int i = lane; i < count; i += kSawbLanes) amax = amax_of(amax, static_cast<float>(partials[3 * i + 2]));
+#pragma unroll
+  for (int k = 0; k < kSawbPerLane; ++k) amax = amax_of(amax, static_cast<float>(v[k]));
   return amax;
 }
 
 // The warp's fold of component 0 or 1 on one thread, addition for addition (the CPU test's model of the kernel).
 inline double sawb_partial_sum(const double* partials, int count, int component) {
   double lanes[kSawbLanes], next[kSawbLanes];
-  for (int l = 0; l < kSawbLanes; ++l) lanes[l] = sawb_lane_sum(partials, count, component, l);
+  for (int l = 0; l < kSawbLanes; ++l) {
+    double v[kSawbPerLane];
+    sawb_lane_values(partials, count, component, l, v);
+    lanes[l] = sawb_lane_sum(v);
+  }
   for (int o = kSawbLanes / 2; o > 0; o /= 2) {
     for (int l = 0; l < kSawbLanes; ++l) next[l] = lanes[l] + lanes[l ^ o];
     std::memcpy(lanes, next, sizeof lanes);
@@ -190,7 +210,11 @@ inline double sawb_partial_sum(const double* partials, int count, int component)
 // Component 2 folded on one thread: a max of magnitudes is the same in any order.
 inline float sawb_partial_max(const double* partials, int count) {
   float amax = 0.0f;
-  for (int l = 0; l < kSawbLanes; ++l) amax = amax_of(amax, sawb_lane_max(partials, count, l));
+  for (int l = 0; l < kSawbLanes; ++l) {
+    double v[kSawbPerLane];
+    sawb_lane_values(partials, count, 2, l, v);
+    amax = amax_of(amax, sawb_lane_max(v));
+  }
   return amax;
 }
 

@@ -4,6 +4,9 @@ GEMM with the dequantisation in its epilogue (`_C.cutlass_gemm_s8_sm90_dequant`)
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import pytest
 import torch
 
@@ -190,6 +193,17 @@ def test_sm90_dequant_epilogue_keeps_subnormal_outputs(ops, variant: int, decomp
     assert mismatch == 0, f"{mismatch} of {got.numel()} outputs differ"
 
 
+@contextlib.contextmanager
+def _full_grid(ops) -> Iterator[None]:
+    """Within: the ping-pong kernel on CUTLASS's full persistent grid (set_sm90_balanced_grid off); balanced again
+    after, whatever happens inside."""
+    ops.set_sm90_balanced_grid(False)
+    try:
+        yield
+    finally:
+        ops.set_sm90_balanced_grid(True)
+
+
 @pytest.mark.parametrize(("m", "n", "k"), [(1536, 768, 32), (3072, 768, 144), (2304, 768, 12608), (200, 132, 80)])
 def test_the_balanced_pingpong_grid_gives_the_full_grids_bits(ops, m: int, n: int, k: int) -> None:
     """The ping-pong kernel on the fewest clusters that take the full grid's waves (more tiles a CTA where the
@@ -197,11 +211,8 @@ def test_the_balanced_pingpong_grid_gives_the_full_grids_bits(ops, m: int, n: in
     a, b = _codes(m, k, m + k), _codes(n, k, n + 7 * k)
     row, col = _scales(m, True, m), _scales(n, True, n + 2)
     balanced = ops.cutlass_gemm_s8_sm90(a, b, 1), ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col, 16.0, 1)
-    ops.set_sm90_balanced_grid(False)
-    try:
+    with _full_grid(ops):
         full = ops.cutlass_gemm_s8_sm90(a, b, 1), ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col, 16.0, 1)
-    finally:
-        ops.set_sm90_balanced_grid(True)
     assert torch.equal(balanced[0], _exact(a, b).int()) and torch.equal(full[0], balanced[0])
     assert torch.equal(_bits(full[1]), _bits(balanced[1]))
 
@@ -218,12 +229,9 @@ def test_the_pingpong_kernel_launches_the_balanced_grid(ops, dequant: bool) -> N
         tiles = -(-m // 128) * -(-n // 128)
         balanced = ops.cutlass_gemm_s8_sm90_ctas(a, b, 1, dequant)
         coop = ops.cutlass_gemm_s8_sm90_ctas(a, b, 0, dequant)
-        ops.set_sm90_balanced_grid(False)
-        try:
+        with _full_grid(ops):
             full = ops.cutlass_gemm_s8_sm90_ctas(a, b, 1, dequant)
             assert ops.cutlass_gemm_s8_sm90_ctas(a, b, 0, dequant) == coop
-        finally:
-            ops.set_sm90_balanced_grid(True)
         assert balanced == 2 * ops.sm90_pingpong_clusters(m, n, sms), (m, n, balanced)
         assert full == 2 * min(sms // 2, tiles), (m, n, full)
         checked += balanced < full

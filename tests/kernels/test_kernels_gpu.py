@@ -475,14 +475,15 @@ def test_asking_whether_x_pairs_copies_nothing() -> None:
 
 def test_two_hla_quantisers_too_large_for_one_launch_take_two_calls() -> None:
     """Tiles of both tensors beyond what the GPU holds at once: two calls, the same bits, and a captured backward
-    would not pair them; so for channels not in fours and for tensors of two types."""
+    would not pair them; so for tensors that take different channels a thread (channels in fours and not, beyond
+    the narrow tiles' size) and for tensors of two types."""
     from hot.backends import InputCodes
 
     real = RealBackend()
     spec = HLASpec(_paper(16), 8, 8, "stochastic", "per_tensor", hash_key(1, 2, 3, Stream.GW_GRAD_OUTPUT))
     for x, g_y in (
         (_randn(16 * 96, 4096, seed=1).to(CUDA), _randn(16 * 96, 4096, seed=2).to(CUDA)),
-        (_randn(64, 36, seed=3).to(CUDA), _randn(64, 30, seed=4).to(CUDA)),
+        (_randn(96, 36, seed=3).to(CUDA), _randn(96, 30, seed=4).to(CUDA)),  # 6 sample-blocks: 4 and 1 a thread
         (_randn(64, 32, seed=5).to(CUDA), _randn(64, 32, seed=6, dtype=torch.bfloat16).to(CUDA)),
     ):
         x_codes = InputCodes(real, x, spec)

@@ -112,9 +112,8 @@ struct HlaQuantizeCall {
   ColumnSums sums;
 };
 // Two per-tensor hla_quantize calls in one cooperative launch (the same bits), where both tensors have the same type
-// and take the same channels a thread (4, or 1: channels not in fours, or a small tensor's narrow tiles), the
-// one-launch path is on and all their tiles fit on the GPU at once. false, with nothing launched, elsewhere: the
-// caller then makes the two calls.
+// and channels in fours, the one-launch path is on and all their tiles fit on the GPU at once. false, with nothing
+// launched, elsewhere: the caller then makes the two calls.
 bool hla_quantize_pair(const HlaQuantizeCall& a, const HlaQuantizeCall& b, cudaStream_t stream);
 // Whether hla_quantize_pair takes a and b in one launch, on the current device (it reads only their types, shapes,
 // windows, ranks and roundings): what it checks before it launches.
@@ -122,10 +121,6 @@ bool hla_pair_in_one_launch(const HlaQuantizeCall& a, const HlaQuantizeCall& b);
 // Whether hla_quantize may take its one-launch path where it fits (default on): off, every call takes the two
 // passes, for A/B tests and timings in one process.
 void set_hla_one_launch(bool enabled);
-// Whether hla_quantize gives a tensor that fills at most half of one row of tiles 1 channel a thread, in 4x the
-// CTAs (default on; the same bits): off, 4 wherever the channels come in fours, for A/B tests and timings in one
-// process.
-void set_hla_narrow_tiles(bool enabled);
 
 // LBP-WHT's projection in floating point: P t (float32 R x C, row-major, rows as hla_quantize's codes_t columns),
 // and its transpose Pᵀ p / 16 back at the windows' positions with prefix rows / 4 (float32 L x C, p: R x C).

@@ -849,7 +849,6 @@ __global__ void __launch_bounds__(kHlaThreads)
 
 constexpr int kMaxDevices = 64;
 std::atomic<bool> hla_one_launch_enabled{true};
-std::atomic<bool> hla_narrow_tiles_enabled{true};
 
 // How many CTAs of `kernel` (`threads` threads, static shared memory) the current device holds at once, 0 where it
 // takes no cooperative launch: found once a device and kernel (a template on the kernel itself, not its type: the
@@ -1001,27 +1000,6 @@ void launch_column_sums_finish(const ColumnSums& sums, int64_t tiles, int64_t ch
   column_sums_finish<<<blocks, kSumRows * kSumCols, 0, stream>>>(sums.partials, tiles, channels, sums.out);
 }
 
-// The grid of hla_unit's tiles for Vec channels a thread (sets sh.tiles_c).
-template <int Vec>
-unsigned hla_tiles(HlaShape& sh) {
-  sh.tiles_c = (sh.channels + HlaTile<Vec>::kCols - 1) / HlaTile<Vec>::kCols;
-  return static_cast<unsigned>(sh.tiles_c * ((sh.sblocks + kTileBlocks - 1) / kTileBlocks));
-}
-
-// Whether the HLA quantiser of a tensor of shape sh takes 4 channels a thread, else 1 (the same codes, scales and
-// sums either way). 4 needs every row start aligned to 4 elements. A tensor that fills at most half of one row of
-// tiles' sample-blocks (a 7 x 7 grid, one sample: 4 window units) takes 1 while hla_narrow_tiles is on: at 4 its
-// few CTAs (28 for EfficientFormer's stages.3.proj pair) each run 64 elements a thread in series, at 1 it takes 4x
-// the CTAs and 16 elements a thread (pair launch 10.1-10.4 -> 7.4-7.8 us in the graph on an H200). Larger tensors
-// keep 4: where their grid was also small (ViT-B's proj, T = 197) the extra CTAs beside W's chain cost more.
-bool hla_vec4(const HlaShape& sh) {
-  if (sh.channels % 4 != 0) return false;
-  return !hla_narrow_tiles_enabled.load(std::memory_order_relaxed) || sh.sblocks > kTileBlocks / 2;
-}
-
-// hla_tiles at hla_vec4's channels a thread (sets sh.tiles_c).
-unsigned hla_tiles(HlaShape& sh, bool vec4) { return vec4 ? hla_tiles<4>(sh) : hla_tiles<1>(sh); }
-
 template <typename T, int Vec>
 void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool per_channel, bool stochastic,
                     HashKey key, int8_t* codes_t, float* scale, uint32_t* amax_bits, bool one_launch,
@@ -1054,7 +1032,8 @@ template <typename T>
 void launch_hla(const T* t, const HlaShape& sh, const HlaRows& rows, int qmax, bool per_channel, bool stochastic,
                 HashKey key, int8_t* codes_t, float* scale, uint32_t* amax_bits, bool one_launch,
                 const ColumnSums& sums, cudaStream_t stream) {
-  if (hla_vec4(sh)) {
+  // Vector loads need every row start aligned to 4 elements.
+  if (sh.channels % 4 == 0) {
     launch_hla_vec<T, 4>(t, sh, rows, qmax, per_channel, stochastic, key, codes_t, scale, amax_bits, one_launch, sums,
                          stream);
   } else {
@@ -1136,6 +1115,12 @@ __global__ void __launch_bounds__(kHlaThreads)
   }
 }
 
+// The grid of hla_unit's tiles for Vec channels a thread (sets sh.tiles_c).
+template <int Vec>
+unsigned hla_tiles(HlaShape& sh) {
+  sh.tiles_c = (sh.channels + HlaTile<Vec>::kCols - 1) / HlaTile<Vec>::kCols;
+  return static_cast<unsigned>(sh.tiles_c * ((sh.sblocks + kTileBlocks - 1) / kTileBlocks));
+}
 
 // --- g_y for both GEMMs: Q(HT(g_y)) along O and Q(P g_y) along L in two passes -----------------------
 // Both passes walk the HLA tile (a thread: 16 rows of one sample-block x 4 channels). HT along O runs on
@@ -1531,8 +1516,8 @@ int64_t hla_column_partial_rows(int64_t length, const HlaWindows& windows) {
 HlaScratch hla_quantize_scratch(InType type, int64_t length, int64_t channels, const HlaWindows& windows, int rank,
                                 bool per_channel, bool stochastic) {
   HlaShape sh = hla_shape(length, channels, windows, rank);
-  const bool vec4 = hla_vec4(sh);
-  const unsigned tiles = hla_tiles(sh, vec4);
+  const bool vec4 = channels % 4 == 0;
+  const unsigned tiles = vec4 ? hla_tiles<4>(sh) : hla_tiles<1>(sh);
   bool one_launch = false;
   with_input_type(static_cast<const void*>(nullptr), type, [&](auto p) {
     using T = element_of<decltype(p)>;
@@ -1544,8 +1529,6 @@ HlaScratch hla_quantize_scratch(InType type, int64_t length, int64_t channels, c
 }
 
 void set_hla_one_launch(bool enabled) { hla_one_launch_enabled.store(enabled, std::memory_order_relaxed); }
-
-void set_hla_narrow_tiles(bool enabled) { hla_narrow_tiles_enabled.store(enabled, std::memory_order_relaxed); }
 
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
                   const int* rows, int rank, int qmax, bool per_channel, bool stochastic, HashKey key, int8_t* codes_t,
@@ -1561,40 +1544,34 @@ void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, 
 
 namespace {
 
-// The pair kernel for inputs of type T, Vec channels a thread and a's and b's roundings, as a compile-time constant
-// (resident_ctas takes its kernel as a template argument).
-template <typename T, int Vec, bool StochasticA, bool StochasticB>
+// The pair kernel for inputs of type T and a's and b's roundings, as a compile-time constant (resident_ctas takes
+// its kernel as a template argument).
+template <typename T, bool StochasticA, bool StochasticB>
 using PairKernel = std::integral_constant<void (*)(HlaOneLaunchArgs<T>, unsigned, HlaOneLaunchArgs<T>),
-                                          &hla_quantize_pair_one_launch<T, Vec, StochasticA, StochasticB>>;
+                                          &hla_quantize_pair_one_launch<T, 4, StochasticA, StochasticB>>;
 
-template <typename T, int Vec, typename F>
-void with_pair_kernel_vec(bool stochastic_a, bool stochastic_b, F&& f) {
-  if (stochastic_a && stochastic_b) return f(PairKernel<T, Vec, true, true>{});
-  if (stochastic_a) return f(PairKernel<T, Vec, true, false>{});
-  if (stochastic_b) return f(PairKernel<T, Vec, false, true>{});
-  return f(PairKernel<T, Vec, false, false>{});
-}
-
-// f(PairKernel<T, vec4 ? 4 : 1, stochastic_a, stochastic_b>{}).
+// f(PairKernel<T, stochastic_a, stochastic_b>{}).
 template <typename T, typename F>
-void with_pair_kernel(bool vec4, bool stochastic_a, bool stochastic_b, F&& f) {
-  if (vec4) return with_pair_kernel_vec<T, 4>(stochastic_a, stochastic_b, f);
-  return with_pair_kernel_vec<T, 1>(stochastic_a, stochastic_b, f);
+void with_pair_kernel(bool stochastic_a, bool stochastic_b, F&& f) {
+  if (stochastic_a && stochastic_b) return f(PairKernel<T, true, true>{});
+  if (stochastic_a) return f(PairKernel<T, true, false>{});
+  if (stochastic_b) return f(PairKernel<T, false, true>{});
+  return f(PairKernel<T, false, false>{});
 }
 
 }  // namespace
 
 bool hla_pair_in_one_launch(const HlaQuantizeCall& a, const HlaQuantizeCall& b) {
-  if (a.type != b.type || !hla_one_launch_enabled.load(std::memory_order_relaxed)) return false;
+  if (a.type != b.type || a.channels % 4 != 0 || b.channels % 4 != 0 ||
+      !hla_one_launch_enabled.load(std::memory_order_relaxed)) {
+    return false;
+  }
   HlaShape sa = hla_shape(a.length, a.channels, a.windows, a.rank), sb = hla_shape(b.length, b.channels, b.windows,
                                                                                   b.rank);
-  // one kernel takes one width; each tensor's amax scratch holds its tiles at the width it takes alone
-  const bool vec4 = hla_vec4(sa);
-  if (hla_vec4(sb) != vec4) return false;
-  const int64_t tiles = static_cast<int64_t>(hla_tiles(sa, vec4)) + hla_tiles(sb, vec4);
+  const int64_t tiles = static_cast<int64_t>(hla_tiles<4>(sa)) + hla_tiles<4>(sb);
   int64_t resident = 0;
   with_input_type(a.t, a.type, [&](auto p) {
-    with_pair_kernel<element_of<decltype(p)>>(vec4, a.stochastic, b.stochastic, [&](auto kernel) {
+    with_pair_kernel<element_of<decltype(p)>>(a.stochastic, b.stochastic, [&](auto kernel) {
       resident = resident_ctas<decltype(kernel)::value>(kHlaThreads);
     });
   });
@@ -1605,8 +1582,7 @@ bool hla_quantize_pair(const HlaQuantizeCall& a, const HlaQuantizeCall& b, cudaS
   if (!hla_pair_in_one_launch(a, b)) return false;
   HlaShape sa = hla_shape(a.length, a.channels, a.windows, a.rank), sb = hla_shape(b.length, b.channels, b.windows,
                                                                                   b.rank);
-  const bool vec4 = hla_vec4(sa);  // hla_vec4(sb)'s too (hla_pair_in_one_launch)
-  const unsigned tiles_a = hla_tiles(sa, vec4), tiles_b = hla_tiles(sb, vec4);  // sets tiles_c
+  const unsigned tiles_a = hla_tiles<4>(sa), tiles_b = hla_tiles<4>(sb);  // sets tiles_c
   bool launched = false;
   with_input_type(a.t, a.type, [&](auto p) {
     using T = element_of<decltype(p)>;
@@ -1614,7 +1590,7 @@ bool hla_quantize_pair(const HlaQuantizeCall& a, const HlaQuantizeCall& b, cudaS
                                      a.sums};
     const HlaOneLaunchArgs<T> args_b{static_cast<const T*>(b.t), sb, hla_rows(b.rows, b.rank), b.qmax, b.key,
                                      b.amax_bits, b.codes_t, b.scale, b.sums};
-    with_pair_kernel<T>(vec4, a.stochastic, b.stochastic, [&](auto kernel) {
+    with_pair_kernel<T>(a.stochastic, b.stochastic, [&](auto kernel) {
       // fewer SMs than the device reports: the caller's two calls; another error is left for its launch check
       launched = launch_cooperative(decltype(kernel)::value, tiles_a + tiles_b, kHlaThreads, stream, args_a, tiles_a,
                                     args_b) != cudaErrorCooperativeLaunchTooLarge;
@@ -1629,7 +1605,7 @@ void hla_project(const void* t, InType type, int64_t length, int64_t channels, c
   const HlaRows kept = hla_rows(rows, rank);
   HlaShape sh = hla_shape(length, channels, windows, rank);
   const bool vec4 = channels % 4 == 0;
-  const unsigned tiles = hla_tiles(sh, vec4);  // sets sh.tiles_c
+  const unsigned tiles = vec4 ? hla_tiles<4>(sh) : hla_tiles<1>(sh);  // sets sh.tiles_c
   with_input_type(t, type, [&](auto p) {
     using T = element_of<decltype(p)>;
     if (vec4) {
@@ -1645,7 +1621,7 @@ void hla_unproject(const float* p, int64_t length, int64_t channels, const HlaWi
   const HlaRows kept = hla_rows(rows, rank);
   HlaShape sh = hla_shape(length, channels, windows, rank);
   const bool vec4 = channels % 4 == 0;
-  const unsigned tiles = hla_tiles(sh, vec4);  // sets sh.tiles_c
+  const unsigned tiles = vec4 ? hla_tiles<4>(sh) : hla_tiles<1>(sh);  // sets sh.tiles_c
   if (vec4) {
     hla_unproject_kernel<4><<<tiles, kHlaThreads, 0, stream>>>(p, sh, kept, out);
   } else {

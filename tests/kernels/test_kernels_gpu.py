@@ -4,7 +4,6 @@ real-quant layers equal to fake-quant ones, ragged shapes, and clear errors on b
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import replace
 
 import pytest
@@ -14,7 +13,7 @@ from hypothesis import strategies as st
 
 from hot import HOTConfig, HOTLinear, backends
 from hot.backends import HLASpec, HQSpec
-from hot.backends.real import RealBackend, hash_uniform, hla_narrow_tiles, hla_one_launch, mark_4bit
+from hot.backends.real import RealBackend, hash_uniform, hla_one_launch, mark_4bit
 from hot.backends.reference import ReferenceBackend
 from hot.bench.equivalence import code_mismatches, equivalence
 from hot.hadamard import block_hadamard, largest_block
@@ -361,70 +360,16 @@ def test_one_launch_hla_equals_the_two_passes(kernel_backend, dtype, rounding, w
         _assert_bits(g, w.cpu())
 
 
-def _channels_a_thread(names: list[str]) -> set[int]:
-    """The Vec (channels a thread) of each HLA quantiser kernel in names: its second template argument."""
-    return {int(re.search(r"(?:hla_quantize\w*|hla_amax)<[^,<>]+, (\d+)", n)[1]) for n in names if "hla_" in n}
-
-
-def _narrow_tiles_set(backend: RealBackend, enabled: bool, fn):
-    """fn() with hla_quantize's narrow tiles for small tensors on or off (restored to on after)."""
-    with hla_narrow_tiles(backend, enabled):
-        return fn()
-
-
-@pytest.mark.parametrize("one_launch", [True, False])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize(
-    ("windows", "samples", "channels", "rounding", "narrow"),
-    [
-        (_paper(49), 1, 1024, "stochastic", True),  # EfficientFormer stages.3.proj's x: 4 window units
-        (_paper(49), 1, 768, "nearest", True),
-        (_paper(16), 3, 12, "stochastic", True),  # 3 units, a channel tile part-filled
-        (_paper(16), 4, 8, "nearest", True),  # 4 units: half a row of tiles, the most that takes 1
-        (_paper(16), 5, 8, "nearest", False),  # 5 units: 4 channels a thread
-        (_paper(49), 2, 256, "stochastic", False),  # 8 units
-    ],
-    ids=str,
-)
-def test_narrow_tiles_give_the_codes_of_wide_ones(
-    kernel_backend, one_launch, dtype, windows, samples, channels, rounding, narrow
-):
-    """A tensor that fills at most half of one row of tiles (4 window units) takes 1 channel a thread in 4x the CTAs
-    (hla_narrow_tiles, the default), larger ones 4: the codes, scale and column sums of 4 channels a thread, bit for
-    bit, in both the one-launch and two-pass paths."""
-    t = _randn(windows.tokens * samples, channels, seed=channels + samples, dtype=dtype).to(CUDA)
-    key = hash_key(4, 5, 6, Stream.GW_GRAD_OUTPUT) if rounding == "stochastic" else None
-    spec = HLASpec(windows, 8, 8, rounding, "per_tensor", key)
-
-    def run():
-        return _one_launch_set(kernel_backend, one_launch, lambda: kernel_backend._hla_quantize(t, spec, True))
-
-    assert _channels_a_thread(_cuda_kernels(run)) == {1 if narrow else 4}
-    assert _channels_a_thread(_narrow_tiles_set(kernel_backend, False, lambda: _cuda_kernels(run))) == {4}
-    for got, want in zip(run(), _narrow_tiles_set(kernel_backend, False, run), strict=True):
-        assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
-
-
-@pytest.mark.parametrize("narrow", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("x_rounding", ["nearest", "stochastic"])
 @pytest.mark.parametrize(
     ("windows", "samples", "x_channels", "g_channels"),
-    [
-        (_paper(197), 2, 256, 64),
-        (_paper(49), 1, 1024, 768),  # narrow tiles: 4 window units
-        (_spatial(1, 14, 14), 3, 768, 2304),
-        (_paper(16), 5, 4, 8),
-        (_paper(16), 3, 6, 10),  # channels not in fours: 1 channel a thread either way
-    ],
+    [(_paper(197), 2, 256, 64), (_paper(49), 1, 1024, 768), (_spatial(1, 14, 14), 3, 768, 2304), (_paper(16), 5, 4, 8)],
     ids=str,
 )
-def test_two_hla_quantisers_in_one_launch_equal_two_calls(
-    dtype, x_rounding, windows, samples, x_channels, g_channels, narrow
-):
+def test_two_hla_quantisers_in_one_launch_equal_two_calls(dtype, x_rounding, windows, samples, x_channels, g_channels):
     """x's and g_y's HLA quantisers in one cooperative launch (the figure's backward of a layer that kept x): each
-    tensor's codes, scale and g_y's column sums bit for bit as two calls make them, at the channels a thread both
-    take alone (1 where both are small, with hla_narrow_tiles on, or where channels do not come in fours)."""
+    tensor's codes, scale and g_y's column sums bit for bit as two calls make them."""
     from hot.backends import InputCodes
 
     real = RealBackend()
@@ -434,13 +379,10 @@ def test_two_hla_quantisers_in_one_launch_equal_two_calls(
     x_spec = HLASpec(windows, 8, 8, x_rounding, "per_tensor", x_key)
     g_spec = HLASpec(windows, 8, 8, "stochastic", "per_tensor", hash_key(4, 5, 6, Stream.GW_GRAD_OUTPUT))
     x_codes = InputCodes(real, x, x_spec)
-    small = samples * (windows.windows + windows.prefix) <= 4  # the sample-blocks: at most half a row of tiles
-    with hla_narrow_tiles(real, narrow):
-        assert real._pairs_with_grad_output(x_codes, g_y, g_spec)
-        names = _cuda_kernels(lambda: real._hla_quantize_pair(x_codes, g_y, g_spec, True))
-        (x_c, x_s), (g_c, g_s, g_sums) = real._hla_quantize_pair(x_codes, g_y, g_spec, True)
+    assert real._pairs_with_grad_output(x_codes, g_y, g_spec)
+    names = _cuda_kernels(lambda: real._hla_quantize_pair(x_codes, g_y, g_spec, True))
     assert _launches(names, "hla_quantize_pair_one_launch") and len(names) == 1
-    assert _channels_a_thread(names) == {1 if x_channels % 4 or (narrow and small) else 4}
+    (x_c, x_s), (g_c, g_s, g_sums) = real._hla_quantize_pair(x_codes, g_y, g_spec, True)
     want_x, want_g = real.hla_quantize(x, x_spec), real._hla_quantize(g_y, g_spec, True)
     for got, want in zip((x_c, x_s, g_c, g_s, g_sums), (*want_x, *want_g), strict=True):
         assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
@@ -475,15 +417,14 @@ def test_asking_whether_x_pairs_copies_nothing() -> None:
 
 def test_two_hla_quantisers_too_large_for_one_launch_take_two_calls() -> None:
     """Tiles of both tensors beyond what the GPU holds at once: two calls, the same bits, and a captured backward
-    would not pair them; so for tensors that take different channels a thread (channels in fours and not, beyond
-    the narrow tiles' size) and for tensors of two types."""
+    would not pair them; so for channels not in fours and for tensors of two types."""
     from hot.backends import InputCodes
 
     real = RealBackend()
     spec = HLASpec(_paper(16), 8, 8, "stochastic", "per_tensor", hash_key(1, 2, 3, Stream.GW_GRAD_OUTPUT))
     for x, g_y in (
         (_randn(16 * 96, 4096, seed=1).to(CUDA), _randn(16 * 96, 4096, seed=2).to(CUDA)),
-        (_randn(96, 36, seed=3).to(CUDA), _randn(96, 30, seed=4).to(CUDA)),  # 6 sample-blocks: 4 and 1 a thread
+        (_randn(64, 36, seed=3).to(CUDA), _randn(64, 30, seed=4).to(CUDA)),
         (_randn(64, 32, seed=5).to(CUDA), _randn(64, 32, seed=6, dtype=torch.bfloat16).to(CUDA)),
     ):
         x_codes = InputCodes(real, x, spec)

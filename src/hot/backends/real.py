@@ -69,7 +69,6 @@ __all__ = [
     "fp8_gemm_available",
     "hash_uniform",
     "hash_uniform_built",
-    "hla_narrow_tiles",
     "hla_one_launch",
     "load_ops",
     "mark_4bit",
@@ -108,13 +107,6 @@ def hla_one_launch(backend: RealBackend, enabled: bool) -> contextlib.AbstractCo
     """Within: the compiled HLA quantiser takes its one-launch path where a tensor fits (``enabled``, the default) or
     always its two passes; on again after. Process-wide, for A/B tests and timings in one process."""
     return _kernel_setting(backend.ops.set_hla_one_launch, enabled)
-
-
-def hla_narrow_tiles(backend: RealBackend, enabled: bool) -> contextlib.AbstractContextManager[None]:
-    """Within: the compiled HLA quantiser gives a tensor that fills at most half of one row of its tiles (a 7 x 7
-    grid, one sample) one channel a thread in 4x the CTAs (``enabled``, the default: the same bits, its codes sooner)
-    or four wherever the channels come in fours; on again after. Process-wide, for A/B tests and timings."""
-    return _kernel_setting(backend.ops.set_hla_narrow_tiles, enabled)
 
 
 def sm90_balanced_grid(backend: RealBackend, enabled: bool) -> contextlib.AbstractContextManager[None]:

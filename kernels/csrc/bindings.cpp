@@ -979,7 +979,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("hla_quantize_pair", &hla_quantize_pair);
   m.def("hla_pair_in_one_launch", &hla_pair_in_one_launch);
   m.def("set_hla_one_launch", &hot::set_hla_one_launch);
-  m.def("set_weight_prefetch", &hot::set_weight_prefetch);
   m.def("hla_project", &hla_project);
   m.def("hla_unproject", &hla_unproject);
   m.def("quantize_grad_output", &quantize_grad_output);

@@ -1,5 +1,5 @@
-"""hot.backends.real's process-wide kernel settings (hla_one_launch, sm90_balanced_grid, weight_prefetch) with
-stand-in ops (no GPU needed): the setting inside, on again after."""
+"""hot.backends.real's process-wide kernel settings (hla_one_launch, sm90_balanced_grid) with stand-in ops (no GPU
+needed): the setting inside, on again after."""
 
 from __future__ import annotations
 
@@ -9,11 +9,7 @@ import pytest
 
 from hot.backends import real
 
-SETTINGS = [
-    (real.hla_one_launch, "set_hla_one_launch"),
-    (real.sm90_balanced_grid, "set_sm90_balanced_grid"),
-    (real.weight_prefetch, "set_weight_prefetch"),
-]
+SETTINGS = [(real.hla_one_launch, "set_hla_one_launch"), (real.sm90_balanced_grid, "set_sm90_balanced_grid")]
 
 
 def _backend(monkeypatch: pytest.MonkeyPatch, op: str, calls: list[bool]) -> real.RealBackend:

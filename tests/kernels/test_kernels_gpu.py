@@ -456,14 +456,13 @@ def test_two_hla_quantisers_too_large_for_one_launch_take_two_calls() -> None:
         (17, 16 * 700, 16, torch.float16, torch.float32, False),  # 4 chunks a thread
     ],
 )
-@pytest.mark.parametrize("prefetch", [True, False])
 def test_weight_and_grad_output_codes_in_one_launch_equal_the_two_quantisers(
-    rows, out_f, in_f, w_dtype, g_dtype, columns, prefetch
+    rows, out_f, in_f, w_dtype, g_dtype, columns
 ) -> None:
     """W's code pass and g_y's per-token HQ rows in one launch (after W's statistics pass): W's codes, scale and
     column scales and g_y's codes and scales bit for bit as hq_quantize_weight and hq_quantize_grad_output make
-    them, with W's first column block loaded before the SAWB fold (the default) and after it, alone too."""
-    from hot.backends.real import WeightCodes, weight_prefetch
+    them."""
+    from hot.backends.real import WeightCodes
 
     real = RealBackend()
     hq = HQSpec(16, 4, "per_token", hash_key(7, 1, 3, Stream.GX_GRAD_OUTPUT))
@@ -473,11 +472,9 @@ def test_weight_and_grad_output_codes_in_one_launch_equal_the_two_quantisers(
     assert real._weight_with_grad_output(w_codes, g_y, hq)
     names = _cuda_kernels(lambda: real._weight_and_grad_output_codes(w_codes, g_y, hq))
     assert len(names) == 2 and _launches(names, "sawb_partials") and _launches(names, "weight_and_grad_output_codes")
-    with weight_prefetch(real, prefetch):
-        w_got, g_got = real._weight_and_grad_output_codes(w_codes, g_y, hq)
-        w_alone = w_codes()
+    w_got, g_got = real._weight_and_grad_output_codes(w_codes, g_y, hq)
     w_want, g_want = w_codes(), real.hq_quantize_grad_output(g_y, hq)
-    for got, want in zip((*w_got, *g_got, *w_alone), (*w_want, *g_want, *w_want), strict=True):
+    for got, want in zip((*w_got, *g_got), (*w_want, *g_want), strict=True):
         assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
         assert getattr(got, "_hot_4bit_codes", False) == getattr(want, "_hot_4bit_codes", False)
 

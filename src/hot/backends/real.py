@@ -73,7 +73,6 @@ __all__ = [
     "load_ops",
     "mark_4bit",
     "sm90_balanced_grid",
-    "weight_prefetch",
 ]
 
 _E4M3 = torch.float8_e4m3fn
@@ -114,12 +113,6 @@ def sm90_balanced_grid(backend: RealBackend, enabled: bool) -> contextlib.Abstra
     """Within: the sm_90a ping-pong g_w GEMM launches its balanced persistent grid (``enabled``, the default: the
     full grid's waves on the fewest SMs) or CUTLASS's full one; on again after. Process-wide, for A/B timings."""
     return _kernel_setting(backend.ops.set_sm90_balanced_grid, enabled)
-
-
-def weight_prefetch(backend: RealBackend, enabled: bool) -> contextlib.AbstractContextManager[None]:
-    """Within: W's code pass loads each thread's first column block before folding the SAWB partials (``enabled``,
-    the default: the same bits) or after; on again after. Process-wide, for A/B timings in one process."""
-    return _kernel_setting(backend.ops.set_weight_prefetch, enabled)
 
 
 @functools.cache

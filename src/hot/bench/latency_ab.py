@@ -5,8 +5,7 @@ it (``Backend.layer_gradients`` of a layer that kept x: x's codes in one launch 
 one with g_y's HQ codes) as ``hot``; ``streams``, the same kernels' work as before those launches (x's and W's codes
 each on a stream of their own, their quantisers alone); ``pair_only`` and ``w_only``, one of the two launches each;
 ``full_grid`` (where the build has the sm_90a GEMM), ``hot`` with the g_w GEMM on CUTLASS's full persistent grid in
-place of its balanced one (:func:`hot.backends.real.sm90_balanced_grid`); ``no_prefetch``, ``hot`` with W's code
-pass loading its first column block only after the SAWB fold (:func:`hot.backends.real.weight_prefetch` off).
+place of its balanced one (:func:`hot.backends.real.sm90_balanced_grid`).
 The variants are then timed in turn, round after round (GPU time, the launch hidden behind a busy-wait), so clock
 drift and other tenants land on all of them alike; each row reports the median over rounds of each round's median.
 
@@ -24,7 +23,7 @@ import sys
 import torch
 
 from ..backends import HLASpec, HQSpec, InputCodes, layer_gradients_in_parts
-from ..backends.real import RealBackend, WeightCodes, sm90_balanced_grid, weight_prefetch
+from ..backends.real import RealBackend, WeightCodes, sm90_balanced_grid
 from ..paper import paper_values
 from ..results import write_json_atomic
 from .latency import _cublas, _hot, hot_specs
@@ -82,9 +81,6 @@ def main(out: str, rounds: int = 7, timelines: tuple[str, ...] = ()) -> None:
             with sm90_balanced_grid(backend, False):  # the grid is fixed when the graph is captured
                 runs["full_grid"], mode = replayable(_hot(backend, g_y, w, x, tokens)["hot"])
             assert mode == "graph", ("full_grid", mode)
-        with weight_prefetch(backend, False):  # the kernel's argument is fixed when the graph is captured
-            runs["no_prefetch"], mode = replayable(_hot(backend, g_y, w, x, tokens)["hot"])
-        assert mode == "graph", ("no_prefetch", mode)
         times: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(rounds):
             for name, run in runs.items():

@@ -400,6 +400,7 @@ __global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t i
 // layer within 1.1 us either way; slower on the H100 beside the serial fold), so every load follows the scale.
 // The body, for CTA `block` of `blocks` (the kernel's own grid, or its share of a launch with other work), on
 // blocks of at least two warps (the fold's).
+static_assert(kThreads >= 64, "weight_quantize's blocks hold the fold's two warps");
 template <typename T, int N>
 __device__ __forceinline__ void weight_quantize_block(const T* __restrict__ w, int64_t groups, int64_t in_cols,
                                                       const double* __restrict__ partials, bool sawb4, int qmax,

@@ -163,6 +163,7 @@ HOT_HD float absmax_to_scale(float amax, int qmax) {
 constexpr int kSawbBlocks = 256;  // the statistics pass's most CTAs: the most triples
 constexpr int kSawbLanes = 32;
 constexpr int kSawbPerLane = kSawbBlocks / kSawbLanes;
+static_assert(kSawbBlocks % kSawbLanes == 0, "every lane takes the same number of triples");
 
 // Component `component` of lane `lane`'s triples (0 past count), every load issued before the first use: on the
 // device one L2 round trip, where loads interleaved with the additions waited one each.

@@ -8,6 +8,7 @@ arithmetic; the GPU tests (test_kernels_gpu.py) check the kernels themselves.
 from __future__ import annotations
 
 import functools
+import operator
 import struct
 import subprocess
 from pathlib import Path
@@ -236,8 +237,8 @@ def _warp_fold(values: np.ndarray) -> np.float64:
 @pytest.mark.parametrize("count", [1, 31, 192, 256])
 def test_sawb_fold_is_the_warps_order(host, count: int) -> None:
     """The weight quantiser folds the partials as one warp does (quant_scalar.cuh): the two sums bit for bit in that
-    order, on partials whose float64 sums round (so another order would give other bits), and the max of the
-    magnitudes, a NaN winning as in hot.quant.sawb_scale."""
+    order, on partials whose float64 sums round (index order gives other bits on them), and the max of the
+    magnitudes with amax_of (a NaN partial wins)."""
     rng = np.random.default_rng(count)
     partials = rng.random((count, 3)) * np.exp2(rng.integers(-3, 3, (count, 3)))  # full mantissas, near magnitudes
     partials[:, 2] = partials[:, 2].astype(np.float32)
@@ -247,12 +248,22 @@ def test_sawb_fold_is_the_warps_order(host, count: int) -> None:
     assert s2 == _warp_fold(partials[:, 0]) and s1 == _warp_fold(partials[:, 1])
     assert amax == np.float32(partials[:, 2].max())
     if count > 32:  # the order matters on these values: index order gives other bits in at least one sum
-        in_order = [functools.reduce(lambda a, b: a + b, partials[:, c], np.float64(0.0)) for c in (0, 1)]
+        in_order = [functools.reduce(operator.add, partials[:, c], np.float64(0.0)) for c in (0, 1)]
         assert (s2, s1) != tuple(in_order)
     with_nan = partials.copy()
     with_nan[count // 2, 2] = np.nan
     out = host("sawb_fold", struct.pack("<Q", count) + with_nan.astype(np.float64).tobytes())
     assert np.isnan(np.frombuffer(out[16:], dtype=np.float32)[0])
+
+
+def test_sawb_fold_adds_each_lanes_triples_in_index_order(host) -> None:
+    """Within a lane the triples are added first to last: lane 0 holding 1, 2^-53, 2^-53 (triples 0, 32, 64) sums to
+    1 (each tiny addend rounds away, ties to even), where last to first would give 1 + 2^-52."""
+    partials = np.zeros((65, 3))
+    partials[[0, 32, 64], :2] = [[1.0, 1.0], [2.0**-53, 2.0**-53], [2.0**-53, 2.0**-53]]
+    out = host("sawb_fold", struct.pack("<Q", 65) + partials.tobytes())
+    assert tuple(np.frombuffer(out[:16], dtype=np.float64)) == (1.0, 1.0)
+    assert _warp_fold(partials[:, 0]) == 1.0 and _warp_fold(partials[::-1, 0]) == 1.0 + 2.0**-52
 
 
 def _reference_units(windows: HLAWindows, samples: int, rank: int) -> list[tuple[int, int, list[int]]]:

@@ -178,6 +178,18 @@ std::vector<at::Tensor> quantize_weight(const at::Tensor& w, int64_t block, int6
   return out.tensors(column_scales);
 }
 
+// quantize_weight's (codes_t, scale) and the statistics pass's partials it folded for the scale ((used, 3) float64
+// triples: sum b², sum |b|, max |b|), for the tests that tie the scale's bits to the fold's host model.
+std::vector<at::Tensor> quantize_weight_with_partials(const at::Tensor& w, int64_t block, int64_t bits) {
+  check_cuda(w, "weight");
+  const c10::cuda::CUDAGuard guard(w.device());
+  const WeightOutputs out = weight_outputs(w, block, bits, false, false);
+  run_weight(out.call, c10::cuda::getCurrentCUDAStream());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const int used = hot::sawb_partials_used(w.size(0), w.size(1), static_cast<int>(block));
+  return {out.codes_t, out.scale, out.partials.narrow(0, 0, 3 * used).view({used, 3})};
+}
+
 // quantize_weight's results, then hq_quantize_grad_output's for a per-token scale (w's bits and block), from two
 // launches where W's code pass and g_y's rows share one (hot::hq_quantize_weight_and_grad_output), else from each
 // quantiser's own: the same bits either way.
@@ -973,6 +985,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("hq_quantize_grad_output", &hq_quantize_grad_output);
   m.def("hq_quantize_weight", &quantize_weight, py::arg("w"), py::arg("block"), py::arg("bits"), py::arg("fp8"),
         py::arg("column_scales") = false);
+  m.def("hq_quantize_weight_with_partials", &quantize_weight_with_partials);
   m.def("hq_quantize_weight_and_grad_output", &quantize_weight_and_grad_output);
   m.def("weight_and_grad_output_in_one_launch", &hot::weight_and_grad_output_in_one_launch);
   m.def("hla_quantize", &hla_quantize);

@@ -32,6 +32,8 @@ void hq_quantize_grad_output(const void* g_y, InType type, int64_t rows, int64_t
 // floats, each scale / block (exact: block is a power of two), the FP8 g_x GEMM's column scale vector, written by
 // the quantiser so that no elementwise kernel makes it.
 int sawb_partials_size();
+// The triples (one a CTA of the statistics pass) that hq_quantize_weight writes to partials and folds for W's scale.
+int sawb_partials_used(int64_t out_rows, int64_t in_cols, int block);
 void hq_quantize_weight(const void* w, InType type, int64_t out_rows, int64_t in_cols, int block, int qmax,
                         bool sawb4, bool fp8, int8_t* codes_t, float* scale, float* column_scales, double* partials,
                         cudaStream_t stream);

@@ -366,7 +366,7 @@ __global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t i
       const double d = v[k];
       s2 += d * d;
       s1 += fabs(d);
-      amax = fmaxf(amax, fabsf(v[k]));
+      amax = amax_of(amax, fabsf(v[k]));  // a NaN wins, as in hot.quant.sawb_scale (its scale is then 1)
     }
   }
   __shared__ double p2[kThreads / 32], p1[kThreads / 32];
@@ -410,7 +410,6 @@ __device__ __forceinline__ void weight_quantize_block(const T* __restrict__ w, i
   __shared__ double sums[2];
   __shared__ float amax;
   const int64_t work = groups * in_cols, out_rows = groups * N;
-  const int64_t first = block * static_cast<int64_t>(blockDim.x) + threadIdx.x, stride = blocks * blockDim.x;
   const int used = sawb_blocks_used(work);  // pass 1's grid: the partials written
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (warp == 0) {
@@ -432,7 +431,8 @@ __device__ __forceinline__ void weight_quantize_block(const T* __restrict__ w, i
   const float s = sawb_scale_from_sums(sums[0], sums[1], amax, static_cast<double>(work * N), sawb4, qmax);
   if (block == 0 && threadIdx.x == 0) *scale = s;
   const Scale sc = scale_of(s);
-  for (int64_t i = first; i < work; i += stride) {
+  for (int64_t i = block * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < work;
+       i += static_cast<int64_t>(blocks) * blockDim.x) {
     const int64_t g = i / in_cols, col = i % in_cols;
     if (g == 0 && column_scales != nullptr) column_scales[col] = __fmul_rn(s, 1.0f / N);
     float v[N];
@@ -1462,6 +1462,10 @@ void hq_quantize_grad_output(const void* g_y, InType type, int64_t rows, int64_t
 }
 
 int sawb_partials_size() { return 3 * kSawbBlocks; }
+
+int sawb_partials_used(int64_t out_rows, int64_t in_cols, int block) {
+  return sawb_blocks_used(out_rows / block * in_cols);
+}
 
 void hq_quantize_weight(const void* w, InType type, int64_t out_rows, int64_t in_cols, int block, int qmax,
                         bool sawb4, bool fp8, int8_t* codes_t, float* scale, float* column_scales, double* partials,

@@ -190,6 +190,24 @@ def test_hq_weight_codes_given_scale(kernel_backend, dtype, out_f: int, in_f: in
     _assert_codes(codes, quantize(b, scale.cpu(), 4, "nearest"))
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_non_finite_weight_gets_the_reference_scale(kernel_backend, value, dtype) -> None:
+    """One NaN or infinity in W: the scale is hot.quant.sawb_scale's bit for bit (1 for a NaN, which a max that
+    dropped it would have made finite; infinite for an infinity), and the codes of W's finite blocks the
+    reference's."""
+    w = _randn(96, 80, seed=3, dtype=dtype) * 0.05
+    w[37, 11] = value
+    codes, scale = kernel_backend.hq_quantize_weight(w.to(CUDA), HQSpec(16, 4))
+    b = block_hadamard(w.float(), 16, dim=0)
+    ref_scale = sawb_scale(b, 4)
+    _assert_bits(scale, ref_scale)
+    assert ref_scale.item() == (1.0 if value != value else float("inf"))
+    finite = b.isfinite().t()  # codes_t is (I, O)
+    assert not finite.all()
+    assert torch.equal(codes.cpu().float()[finite], quantize(b, ref_scale, 4, "nearest").t()[finite])
+
+
 def test_hq_weight_matches_cpu_bitwise_on_exact_sums(kernel_backend) -> None:
     """Weights on a 1/16 grid make every SAWB sum exact in any order: then the scale is bit-identical."""
     w = torch.randint(-16, 17, (128, 64), generator=torch.Generator().manual_seed(2)).float() / 16

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from hot.hadamard import block_hadamard
 from hot.hla import HLAWindows, TokenGrid, hla_windows, lp_l1_rows, projected_rows
 from hot.quant import absmax_scale, qmax, quantize, sawb_scale
 from hot.rounding import HASHES, MASK32, hash_key, hash_rounds, uniform
@@ -221,6 +222,28 @@ def test_sawb_scale_from_partials_matches_sawb_scale(host, bits: int, case: str)
     got = torch.from_numpy(np.frombuffer(out, dtype=np.float32).copy()).reshape(())
     want = sawb_scale(t, bits)
     assert torch.equal(got, want), (got.item(), want.item())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize(("out_f", "in_f"), [(16, 7), (16, 100), (64, 576), (768, 1024), (2304, 768), (8192, 2304)])
+def test_weight_scale_is_the_host_fold_of_the_kernels_partials(host, kernel_backend, dtype, bits, out_f, in_f):
+    """The weight quantiser's scale, bit for bit, is the host model's fold (quant_scalar.cuh, compiled for the CPU)
+    of the partials its statistics pass wrote on the GPU: the kernel folds in the order the CPU tests pin, from one
+    CTA's triple to the most (256). Full-mantissa weights, so the order of the float64 additions shows in the bits."""
+    w = (torch.randn(out_f, in_f, generator=torch.Generator().manual_seed(out_f + in_f)) * 0.05).to(dtype)
+    block = 16
+    codes_t, scale, partials = kernel_backend.ops.hq_quantize_weight_with_partials(w.cuda(), block, bits)
+    used = min(-(-(out_f // block * in_f) // 256), 256)  # sawb_partials' grid: a CTA of 256 threads per 256 items
+    assert partials.shape == (used, 3) and partials.dtype == torch.float64
+    p = partials.cpu().numpy()
+    header = struct.pack("<iidQ", qmax(bits), int(bits == 4), float(w.numel()), len(p))
+    want = np.frombuffer(host("sawb", header + p.astype(np.float64).tobytes()), dtype=np.float32)[0]
+    assert scale.cpu().numpy().view(np.uint32) == np.float32(want).view(np.uint32)
+    reference = sawb_scale(block_hadamard(w.float(), block, dim=0), bits)
+    torch.testing.assert_close(scale.cpu(), reference, rtol=1e-6, atol=0)
+    assert codes_t.shape == (in_f, out_f)
 
 
 def _warp_fold(values: np.ndarray) -> np.float64:

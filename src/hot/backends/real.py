@@ -261,6 +261,7 @@ class RealBackend:
         self.gemm = gemm
         self.fused_grad_output = fused_grad_output
         self.side_stream = side_stream
+        self._g_x_chain_first = False  # capture order of the two chains (an A/B of latency_ab)
         self._sm90: dict[int, bool] = {}
         self._gemms: dict[int, str] = {}
 
@@ -507,10 +508,8 @@ class RealBackend:
         # record_stream (which graph capture does not take), for the side sections' blocks or for g_y.
         for stream in streams:
             stream.wait_stream(current)
-        try:
-            if weight_stream is not None:
-                with torch.cuda.stream(weight_stream):
-                    w_codes = weight_codes_from()
+
+        def g_w_chain() -> tuple[torch.Tensor, torch.Tensor | None]:
             if operand is not None:
                 with torch.cuda.stream(operand):
                     x_codes = x_codes_from()
@@ -520,13 +519,27 @@ class RealBackend:
                 else:
                     codes, scale, sums = self._hla_quantize(g_y, hla, column_sums)
                     side.wait_stream(operand)
-                g_w = g_w_from(codes, scale, *x_codes)
-            if weight_stream is None:
+                return g_w_from(codes, scale, *x_codes), sums
+
+        def g_x_chain(w_codes: tuple[torch.Tensor, ...] | None) -> torch.Tensor:
+            if w_codes is None:
                 w_codes, (a_codes, a_scale) = self._weight_and_grad_output_codes(weight_codes_from, g_y, hq)
             else:
                 a_codes, a_scale = self.hq_quantize_grad_output(g_y, hq)
                 current.wait_stream(weight_stream)
-            g_x = g_x_from(a_codes, a_scale, *w_codes)
+            return g_x_from(a_codes, a_scale, *w_codes)
+
+        try:
+            w_codes = None
+            if weight_stream is not None:
+                with torch.cuda.stream(weight_stream):
+                    w_codes = weight_codes_from()
+            if self._g_x_chain_first:
+                g_x = g_x_chain(w_codes)
+                g_w, sums = g_w_chain()
+            else:
+                g_w, sums = g_w_chain()
+                g_x = g_x_chain(w_codes)
         finally:  # joined on an error too: an unjoined capture would end with a CUDA error in place of this one
             for stream in reversed(streams):
                 current.wait_stream(stream)

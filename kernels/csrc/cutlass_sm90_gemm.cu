@@ -44,6 +44,7 @@ namespace hot {
 namespace {
 
 std::atomic<bool> sm90_balanced_grid{true};
+std::atomic<bool> sm90_programmatic_launch{true};
 
 #if defined(HOT_SM90_GEMM_HEADERS)
 constexpr int kArchList[] = {__CUDA_ARCH_LIST__};
@@ -101,11 +102,16 @@ bool device_runs_sm90a() {
 using namespace cute;
 
 // Runs the CUTLASS kernel only in the compute_90a device pass; elsewhere the kernel is an empty stub, so the
-// sm_80/86/89 passes do not compile the sm90 mainloop at all (and never print CUTLASS's arch error).
+// sm_80/86/89 passes do not compile the sm90 mainloop at all (and never print CUTLASS's arch error). The kernel
+// first waits for the grid before it (griddepcontrol.wait, a no-op unless launched as its programmatic dependent:
+// sm90_programmatic_launch), so its CTAs may be placed on the SMs while that grid drains. Not CUTLASS's own
+// CUTLASS_ENABLE_GDC_FOR_SM90, which waits later (after the kernel's set-up) but does not compile with the
+// stream-K scheduler of this CUTLASS (its is_last_tile binds a const member to a non-const reference).
 template <class Kernel>
 struct Sm90aOnly : Kernel {
   CUTLASS_DEVICE void operator()(typename Kernel::Params const& params, char* smem) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("griddepcontrol.wait;" ::: "memory");
     Kernel::operator()(params, smem);
 #else
     (void)params;
@@ -294,7 +300,7 @@ int run_gemm(const int8_t* a, const int8_t* b, OutputOf<Gemm>* d, const FusionAr
   Gemm gemm;
   status = gemm.initialize(args, workspace, stream);
   if (status != cutlass::Status::kSuccess) return static_cast<int>(status);
-  return static_cast<int>(gemm.run(stream));
+  return static_cast<int>(gemm.run(stream, nullptr, sm90_programmatic_launch.load(std::memory_order_relaxed)));
 }
 
 // Templates so that the GEMM types are instantiated only when Enabled (the sm90 build).
@@ -359,6 +365,10 @@ int dispatch_gemm_dequant(const int8_t* a, const int8_t* b, float* d, const Sm90
 bool cutlass_sm90_available() { return device_runs_sm90a(); }
 
 void set_sm90_balanced_grid(bool enabled) { sm90_balanced_grid.store(enabled, std::memory_order_relaxed); }
+
+void set_sm90_programmatic_launch(bool enabled) {
+  sm90_programmatic_launch.store(enabled, std::memory_order_relaxed);
+}
 
 int sm90_pingpong_clusters(int64_t m, int64_t n, int sm_count) {
   const int64_t full = sm_count / 2;

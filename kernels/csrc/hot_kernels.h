@@ -123,6 +123,10 @@ bool hla_pair_in_one_launch(const HlaQuantizeCall& a, const HlaQuantizeCall& b);
 // Whether hla_quantize may take its one-launch path where it fits (default on): off, every call takes the two
 // passes, for A/B tests and timings in one process.
 void set_hla_one_launch(bool enabled);
+// Whether hq_quantize_weight_and_grad_output launches its code pass as a programmatic dependent of W's statistics
+// pass (true, the default, on compute capability 9.0+): g_y's rows run beside the statistics pass and W's CTAs wait
+// for its partials. Process-wide, for A/B timings in one process.
+void set_weight_programmatic_launch(bool enabled);
 
 // LBP-WHT's projection in floating point: P t (float32 R x C, row-major, rows as hla_quantize's codes_t columns),
 // and its transpose Pᵀ p / 16 back at the windows' positions with prefix rows / 4 (float32 L x C, p: R x C).
@@ -227,6 +231,10 @@ int sm90_pingpong_clusters(int64_t m, int64_t n, int sm_count);
 // Whether the ping-pong kernel launches sm90_pingpong_clusters' grid (true, the default) or CUTLASS's full one:
 // process-wide, for A/B timings in one process.
 void set_sm90_balanced_grid(bool enabled);
+// Whether the sm90 GEMMs launch as programmatic dependents of the kernel before them on the stream (true, the
+// default): their CTAs may start while it drains and wait (griddepcontrol.wait) before their first global load.
+// Process-wide, for A/B timings in one process.
+void set_sm90_programmatic_launch(bool enabled);
 // The CTAs the sm90 GEMM (variant 0 or 1, decomposition 0, one split; dequant: the dequantising epilogue's kernel)
 // would launch for these operands (as cutlass_gemm_s8_sm90 takes them; d: the int32 or float output) on the current
 // device, as CUTLASS's scheduler sizes its grid, without launching it; 0 where not compiled.

@@ -326,3 +326,59 @@ def test_sm90_unavailable_elsewhere() -> None:
     assert not ops.cutlass_sm90_available()
     with pytest.raises(RuntimeError, match="not available"):
         ops.cutlass_gemm_s8_sm90(_codes(64, 128, 1), _codes(96, 128, 2))
+
+
+@contextlib.contextmanager
+def _programmatic_launch(ops, enabled: bool) -> Iterator[None]:
+    """Within: the sm90 GEMMs launched as programmatic dependents of the kernel before them (``enabled``) or not;
+    on again after."""
+    ops.set_sm90_programmatic_launch(enabled)
+    try:
+        yield
+    finally:
+        ops.set_sm90_programmatic_launch(True)
+
+
+@pytest.mark.parametrize("programmatic", [True, False])
+@pytest.mark.parametrize(("variant", "decomposition", "splits"), DEQUANT_CONFIGS)
+def test_a_gemm_reads_what_the_kernel_before_it_wrote(ops, programmatic, variant, decomposition, splits) -> None:
+    """Launched right after the copies that write its operands and row scales (a programmatic dependent may start
+    while they run, and must wait before it loads): each eager call and each replay of the captured copies and
+    GEMMs gives the exact products of what was just written, in both epilogues."""
+    m, n, k = 2304, 768, 12608
+    sources = (_codes(m, k, 1), _codes(n, k, 2), _scales(m, True, 3))  # the copies' inputs, refilled each round
+    a, b, row = (torch.empty_like(t) for t in sources)
+    col = _scales(n, True, 4)
+
+    def write_and_multiply() -> tuple[torch.Tensor, torch.Tensor]:
+        for dst, src in zip((a, b, row), sources, strict=True):
+            dst.copy_(src)
+        return (
+            ops.cutlass_gemm_s8_sm90(a, b, variant, decomposition, splits),
+            ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col, 16.0, variant, decomposition, splits),
+        )
+
+    def refill(seed: int) -> None:
+        torch.cuda.synchronize()
+        new = (_codes(m, k, seed), _codes(n, k, seed + 1), _scales(m, True, seed + 2))
+        for src, values in zip(sources, new, strict=True):
+            src.copy_(values)
+        torch.cuda.synchronize()
+
+    def check(d: torch.Tensor, f: torch.Tensor) -> None:
+        torch.cuda.synchronize()
+        exact = _exact(sources[0], sources[1])
+        assert torch.equal(d.long(), exact)
+        assert torch.equal(_bits(f), _bits(ops.dequantize(exact.int(), sources[2], col, 16.0)))
+
+    with _programmatic_launch(ops, programmatic):
+        for seed in (10, 20):
+            refill(seed)
+            check(*write_and_multiply())
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            d, f = write_and_multiply()
+        for seed in (30, 40, 50):
+            refill(seed)
+            graph.replay()
+            check(d, f)

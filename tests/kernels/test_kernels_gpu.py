@@ -203,9 +203,9 @@ def test_non_finite_weight_gets_the_reference_scale(kernel_backend, value, dtype
     ref_scale = sawb_scale(b, 4)
     _assert_bits(scale, ref_scale)
     assert ref_scale.item() == (1.0 if value != value else float("inf"))
-    finite = b.isfinite().t()  # codes_t is (I, O)
+    finite = b.isfinite()
     assert not finite.all()
-    assert torch.equal(codes.cpu().float()[finite], quantize(b, ref_scale, 4, "nearest").t()[finite])
+    assert torch.equal(codes.cpu().float()[finite], quantize(b, ref_scale, 4, "nearest")[finite])
 
 
 def test_hq_weight_matches_cpu_bitwise_on_exact_sums(kernel_backend) -> None:
@@ -495,6 +495,27 @@ def test_weight_and_grad_output_codes_in_one_launch_equal_the_two_quantisers(
     for got, want in zip((*w_got, *g_got), (*w_want, *g_want), strict=True):
         assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
         assert getattr(got, "_hot_4bit_codes", False) == getattr(want, "_hot_4bit_codes", False)
+
+
+@pytest.mark.parametrize("programmatic", [True, False])
+@pytest.mark.parametrize(("rows", "out_f", "in_f"), [(49, 768, 1024), (3136, 64, 256), (197, 8192, 2304)])
+def test_the_shared_launch_waits_for_ws_partials(programmatic, rows, out_f, in_f) -> None:
+    """W's and g_y's HQ codes launched as a programmatic dependent of W's statistics pass (g_y's rows beside it, W's
+    CTAs waiting for its partials) or after it: each of several calls gives the two quantisers' bits, up to a W whose
+    statistics pass runs 256 CTAs."""
+    from hot.backends.real import WeightCodes, weight_programmatic_launch
+
+    real = RealBackend()
+    hq = HQSpec(16, 4, "per_token", hash_key(7, 1, 3, Stream.GX_GRAD_OUTPUT))
+    w_codes = WeightCodes(real, (_randn(out_f, in_f, seed=out_f) * 0.02).to(CUDA), hq, True)
+    g_y = _randn(rows, out_f, seed=rows).to(CUDA)
+    assert real._weight_with_grad_output(w_codes, g_y, hq)
+    want = (*w_codes(), *real.hq_quantize_grad_output(g_y, hq))
+    with weight_programmatic_launch(real, programmatic):
+        for _ in range(3):
+            w_got, g_got = real._weight_and_grad_output_codes(w_codes, g_y, hq)
+            for got, expected in zip((*w_got, *g_got), want, strict=True):
+                assert torch.equal(got, expected)
 
 
 def test_the_shared_launches_read_the_step_on_the_device() -> None:

@@ -73,6 +73,8 @@ __all__ = [
     "load_ops",
     "mark_4bit",
     "sm90_balanced_grid",
+    "sm90_programmatic_launch",
+    "weight_programmatic_launch",
 ]
 
 _E4M3 = torch.float8_e4m3fn
@@ -113,6 +115,19 @@ def sm90_balanced_grid(backend: RealBackend, enabled: bool) -> contextlib.Abstra
     """Within: the sm_90a ping-pong g_w GEMM launches its balanced persistent grid (``enabled``, the default: the
     full grid's waves on the fewest SMs) or CUTLASS's full one; on again after. Process-wide, for A/B timings."""
     return _kernel_setting(backend.ops.set_sm90_balanced_grid, enabled)
+
+
+def sm90_programmatic_launch(backend: RealBackend, enabled: bool) -> contextlib.AbstractContextManager[None]:
+    """Within: the sm_90a GEMMs launch as programmatic dependents of the kernel before them (``enabled``, the
+    default: their CTAs start while it drains) or after it ends; on again after. Process-wide, for A/B timings."""
+    return _kernel_setting(backend.ops.set_sm90_programmatic_launch, enabled)
+
+
+def weight_programmatic_launch(backend: RealBackend, enabled: bool) -> contextlib.AbstractContextManager[None]:
+    """Within: the launch that makes W's codes with g_y's HQ codes starts as a programmatic dependent of W's
+    statistics pass (``enabled``, the default: g_y's rows run beside it) or after it ends; on again after.
+    Process-wide, for A/B timings."""
+    return _kernel_setting(backend.ops.set_weight_programmatic_launch, enabled)
 
 
 @functools.cache
@@ -261,7 +276,6 @@ class RealBackend:
         self.gemm = gemm
         self.fused_grad_output = fused_grad_output
         self.side_stream = side_stream
-        self._g_x_chain_first = False  # capture order of the two chains (an A/B of latency_ab)
         self._sm90: dict[int, bool] = {}
         self._gemms: dict[int, str] = {}
 
@@ -508,8 +522,10 @@ class RealBackend:
         # record_stream (which graph capture does not take), for the side sections' blocks or for g_y.
         for stream in streams:
             stream.wait_stream(current)
-
-        def g_w_chain() -> tuple[torch.Tensor, torch.Tensor | None]:
+        try:
+            if weight_stream is not None:
+                with torch.cuda.stream(weight_stream):
+                    w_codes = weight_codes_from()
             if operand is not None:
                 with torch.cuda.stream(operand):
                     x_codes = x_codes_from()
@@ -519,27 +535,13 @@ class RealBackend:
                 else:
                     codes, scale, sums = self._hla_quantize(g_y, hla, column_sums)
                     side.wait_stream(operand)
-                return g_w_from(codes, scale, *x_codes), sums
-
-        def g_x_chain(w_codes: tuple[torch.Tensor, ...] | None) -> torch.Tensor:
-            if w_codes is None:
+                g_w = g_w_from(codes, scale, *x_codes)
+            if weight_stream is None:
                 w_codes, (a_codes, a_scale) = self._weight_and_grad_output_codes(weight_codes_from, g_y, hq)
             else:
                 a_codes, a_scale = self.hq_quantize_grad_output(g_y, hq)
                 current.wait_stream(weight_stream)
-            return g_x_from(a_codes, a_scale, *w_codes)
-
-        try:
-            w_codes = None
-            if weight_stream is not None:
-                with torch.cuda.stream(weight_stream):
-                    w_codes = weight_codes_from()
-            if self._g_x_chain_first:
-                g_x = g_x_chain(w_codes)
-                g_w, sums = g_w_chain()
-            else:
-                g_w, sums = g_w_chain()
-                g_x = g_x_chain(w_codes)
+            g_x = g_x_from(a_codes, a_scale, *w_codes)
         finally:  # joined on an error too: an unjoined capture would end with a CUDA error in place of this one
             for stream in reversed(streams):
                 current.wait_stream(stream)

@@ -1011,7 +1011,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("sm90_pingpong_clusters", &hot::sm90_pingpong_clusters, py::arg("m"), py::arg("n"), py::arg("sm_count"));
   m.def("set_sm90_balanced_grid", &hot::set_sm90_balanced_grid);
   m.def("set_sm90_programmatic_launch", &hot::set_sm90_programmatic_launch);
-  m.def("set_weight_programmatic_launch", &hot::set_weight_programmatic_launch);
   m.def("cutlass_gemm_s8_sm90_ctas", &cutlass_gemm_s8_sm90_ctas, py::arg("a"), py::arg("b"), py::arg("variant"),
         py::arg("dequant") = false);
   m.def("check_float_matrix", &check_float_matrix);

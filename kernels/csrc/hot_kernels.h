@@ -123,10 +123,6 @@ bool hla_pair_in_one_launch(const HlaQuantizeCall& a, const HlaQuantizeCall& b);
 // Whether hla_quantize may take its one-launch path where it fits (default on): off, every call takes the two
 // passes, for A/B tests and timings in one process.
 void set_hla_one_launch(bool enabled);
-// Whether hq_quantize_weight_and_grad_output launches its code pass as a programmatic dependent of W's statistics
-// pass (true, the default, on compute capability 9.0+): g_y's rows run beside the statistics pass and W's CTAs wait
-// for its partials. Process-wide, for A/B timings in one process.
-void set_weight_programmatic_launch(bool enabled);
 
 // LBP-WHT's projection in floating point: P t (float32 R x C, row-major, rows as hla_quantize's codes_t columns),
 // and its transpose Pᵀ p / 16 back at the windows' positions with prefix rows / 4 (float32 L x C, p: R x C).

@@ -108,21 +108,6 @@ __device__ __forceinline__ double warp_sum(double v) {
   return v;
 }
 
-// Programmatic dependent launch (compute capability 9.0+; no-ops elsewhere): a kernel lets the launch that
-// depends on it start its CTAs (launch_dependents), and a dependent waits for the grid before it, and that grid's
-// writes, before reading them (wait_for_prior_grid). Both are no-ops in a kernel not launched that way.
-__device__ __forceinline__ void launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void wait_for_prior_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
 // Max over the block (result valid in every thread).
 __device__ float block_max(float v) {
   __shared__ float partial[32];
@@ -368,7 +353,6 @@ __host__ __device__ __forceinline__ int sawb_blocks_used(int64_t work) {
 // A grid fixed by W's shape and a fixed tree make the result deterministic.
 template <typename T, int N>
 __global__ void sawb_partials(const T* __restrict__ w, int64_t groups, int64_t in_cols, double* partials) {
-  launch_dependents();  // the code pass's g_y rows need no partials (weight_and_grad_output_codes)
   double s2 = 0.0, s1 = 0.0;
   float amax = 0.0f;
   const int64_t work = groups * in_cols;
@@ -499,7 +483,6 @@ __global__ void weight_and_grad_output_codes(const TW* __restrict__ w, int64_t g
                                              bool g_fp8, int8_t* __restrict__ g_codes, float* __restrict__ g_scale,
                                              int group) {
   if (blockIdx.x < w_blocks) {  // block-uniform
-    wait_for_prior_grid();  // the statistics pass's partials (launched as its programmatic dependent)
     weight_quantize_block<TW, N>(w, groups, in_cols, partials, sawb4, qmax, w_fp8, w_codes_t, w_scale, column_scales,
                                  blockIdx.x, w_blocks);
     return;
@@ -510,50 +493,6 @@ __global__ void weight_and_grad_output_codes(const TW* __restrict__ w, int64_t g
   const bool active = row < rows;  // every thread takes part in the row maxima's barriers
   hq_row_codes<TG, N, Chunks>(g, cols, row, active, static_cast<int>(threadIdx.x) % group, group, qmax, key, g_fp8,
                               g_codes, g_scale, [group](float m) { return group_max(m, group); });
-}
-
-constexpr int kMaxDevices = 64;
-std::atomic<bool> weight_programmatic_launch{true};
-
-// Whether the current device takes programmatic dependent launches (compute capability 9.0+), found once a device.
-bool device_takes_programmatic_launch() {
-  static std::atomic<int> known[kMaxDevices];  // 0 unknown, 1 no, 2 yes
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  int k = known[device].load(std::memory_order_relaxed);
-  if (k == 0) {
-    int major = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    k = major >= 9 ? 2 : 1;
-    known[device].store(k, std::memory_order_relaxed);
-  }
-  return k == 2;
-}
-
-// A launch as a programmatic dependent of the kernel before it on the stream, where `programmatic` and the device
-// take it (else a plain launch): its CTAs may start once every CTA of that kernel has run launch_dependents, and
-// must run wait_for_prior_grid before reading that kernel's results. Its error is left for the caller's launch
-// check (cudaGetLastError), as a <<<>>> launch's is.
-template <typename... Params, typename... Args>
-void launch_maybe_programmatic(bool programmatic, void (*kernel)(Params...), unsigned ctas, int threads,
-                               cudaStream_t stream, Args... args) {
-  static_assert(sizeof...(Params) == sizeof...(Args), "one argument a parameter");
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(ctas);
-  config.blockDim = dim3(threads);
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = programmatic && device_takes_programmatic_launch() ? 1 : 0;
-  (void)cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
 }
 
 template <typename TW, typename TG, int Chunks>
@@ -567,13 +506,9 @@ void launch_weight_and_grad_output(const TW* w, int64_t out_rows, int64_t in_col
   const int64_t w_blocks = std::min<int64_t>((work + threads - 1) / threads, kMaxGrid);
   const auto g_blocks = static_cast<unsigned>((rows + per_block - 1) / per_block);
   sawb_partials<TW, N><<<sawb_blocks_used(work), kThreads, 0, stream>>>(w, groups, in_cols, partials);
-  // g_y's rows need no partials: as the statistics pass's programmatic dependent they run beside it, and W's CTAs
-  // wait for it
-  launch_maybe_programmatic(weight_programmatic_launch.load(std::memory_order_relaxed),
-                            weight_and_grad_output_codes<TW, TG, N, Chunks>, static_cast<unsigned>(w_blocks) + g_blocks,
-                            threads, stream, w, groups, in_cols, partials, sawb4, qmax, w_fp8, w_codes_t, w_scale,
-                            column_scales, static_cast<unsigned>(w_blocks), g, rows, cols, key, g_fp8, g_codes, g_scale,
-                            group);
+  weight_and_grad_output_codes<TW, TG, N, Chunks><<<static_cast<unsigned>(w_blocks) + g_blocks, threads, 0, stream>>>(
+      w, groups, in_cols, partials, sawb4, qmax, w_fp8, w_codes_t, w_scale, column_scales,
+      static_cast<unsigned>(w_blocks), g, rows, cols, key, g_fp8, g_codes, g_scale, group);
 }
 
 // --- g_w path: HLA projection + quantise along tokens ---------------------------------------------
@@ -913,6 +848,7 @@ __global__ void __launch_bounds__(kHlaThreads)
   }
 }
 
+constexpr int kMaxDevices = 64;
 std::atomic<bool> hla_one_launch_enabled{true};
 
 // How many CTAs of `kernel` (`threads` threads, static shared memory) the current device holds at once, 0 where it
@@ -1598,10 +1534,6 @@ HlaScratch hla_quantize_scratch(InType type, int64_t length, int64_t channels, c
 }
 
 void set_hla_one_launch(bool enabled) { hla_one_launch_enabled.store(enabled, std::memory_order_relaxed); }
-
-void set_weight_programmatic_launch(bool enabled) {
-  weight_programmatic_launch.store(enabled, std::memory_order_relaxed);
-}
 
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
                   const int* rows, int rank, int qmax, bool per_channel, bool stochastic, HashKey key, int8_t* codes_t,

@@ -497,27 +497,6 @@ def test_weight_and_grad_output_codes_in_one_launch_equal_the_two_quantisers(
         assert getattr(got, "_hot_4bit_codes", False) == getattr(want, "_hot_4bit_codes", False)
 
 
-@pytest.mark.parametrize("programmatic", [True, False])
-@pytest.mark.parametrize(("rows", "out_f", "in_f"), [(49, 768, 1024), (3136, 64, 256), (197, 8192, 2304)])
-def test_the_shared_launch_waits_for_ws_partials(programmatic, rows, out_f, in_f) -> None:
-    """W's and g_y's HQ codes launched as a programmatic dependent of W's statistics pass (g_y's rows beside it, W's
-    CTAs waiting for its partials) or after it: each of several calls gives the two quantisers' bits, up to a W whose
-    statistics pass runs 256 CTAs."""
-    from hot.backends.real import WeightCodes, weight_programmatic_launch
-
-    real = RealBackend()
-    hq = HQSpec(16, 4, "per_token", hash_key(7, 1, 3, Stream.GX_GRAD_OUTPUT))
-    w_codes = WeightCodes(real, (_randn(out_f, in_f, seed=out_f) * 0.02).to(CUDA), hq, True)
-    g_y = _randn(rows, out_f, seed=rows).to(CUDA)
-    assert real._weight_with_grad_output(w_codes, g_y, hq)
-    want = (*w_codes(), *real.hq_quantize_grad_output(g_y, hq))
-    with weight_programmatic_launch(real, programmatic):
-        for _ in range(3):
-            w_got, g_got = real._weight_and_grad_output_codes(w_codes, g_y, hq)
-            for got, expected in zip((*w_got, *g_got), want, strict=True):
-                assert torch.equal(got, expected)
-
-
 def test_the_shared_launches_read_the_step_on_the_device() -> None:
     """Training's keys hold the step as a device tensor (StepKey), which a captured step advances: both shared
     launches give the separate quantisers' bits at one step and at the next."""

@@ -74,7 +74,6 @@ __all__ = [
     "mark_4bit",
     "sm90_balanced_grid",
     "sm90_programmatic_launch",
-    "weight_programmatic_launch",
 ]
 
 _E4M3 = torch.float8_e4m3fn
@@ -121,13 +120,6 @@ def sm90_programmatic_launch(backend: RealBackend, enabled: bool) -> contextlib.
     """Within: the sm_90a GEMMs launch as programmatic dependents of the kernel before them (``enabled``, the
     default: their CTAs start while it drains) or after it ends; on again after. Process-wide, for A/B timings."""
     return _kernel_setting(backend.ops.set_sm90_programmatic_launch, enabled)
-
-
-def weight_programmatic_launch(backend: RealBackend, enabled: bool) -> contextlib.AbstractContextManager[None]:
-    """Within: the launch that makes W's codes with g_y's HQ codes starts as a programmatic dependent of W's
-    statistics pass (``enabled``, the default: g_y's rows run beside it) or after it ends; on again after.
-    Process-wide, for A/B timings."""
-    return _kernel_setting(backend.ops.set_weight_programmatic_launch, enabled)
 
 
 @functools.cache

@@ -7,9 +7,7 @@ each on a stream of their own, their quantisers alone); ``pair_only`` and ``w_on
 ``full_grid`` (where the build has the sm_90a GEMM), ``hot`` with the g_w GEMM on CUTLASS's full persistent grid in
 place of its balanced one (:func:`hot.backends.real.sm90_balanced_grid`); ``no_pdl`` (the same builds), ``hot`` with
 the sm_90a GEMMs launched after the kernel before them ends, not as its programmatic dependents
-(:func:`hot.backends.real.sm90_programmatic_launch`); ``no_w_pdl``, ``hot`` with the launch of W's and g_y's HQ
-codes after W's statistics pass ends, not as its programmatic dependent
-(:func:`hot.backends.real.weight_programmatic_launch`).
+(:func:`hot.backends.real.sm90_programmatic_launch`).
 The variants are then timed in turn, round after round (GPU time, the launch hidden behind a busy-wait), so clock
 drift and other tenants land on all of them alike; each row reports the median over rounds of each round's median.
 
@@ -27,13 +25,7 @@ import sys
 import torch
 
 from ..backends import HLASpec, HQSpec, InputCodes, layer_gradients_in_parts
-from ..backends.real import (
-    RealBackend,
-    WeightCodes,
-    sm90_balanced_grid,
-    sm90_programmatic_launch,
-    weight_programmatic_launch,
-)
+from ..backends.real import RealBackend, WeightCodes, sm90_balanced_grid, sm90_programmatic_launch
 from ..paper import paper_values
 from ..results import write_json_atomic
 from .latency import _cublas, _hot, hot_specs
@@ -87,9 +79,6 @@ def main(out: str, rounds: int = 7, timelines: tuple[str, ...] = ()) -> None:
         for name, fn in variants.items():
             runs[name], mode = replayable(fn)
             assert mode == "graph", (name, mode)
-        with weight_programmatic_launch(backend, False):  # fixed when the graph is captured
-            runs["no_w_pdl"], mode = replayable(_hot(backend, g_y, w, x, tokens)["hot"])
-        assert mode == "graph", ("no_w_pdl", mode)
         if backend.gemm_for(g_y.device) == "cutlass-sm90":  # the g_w GEMM is the sm_90a one
             with sm90_balanced_grid(backend, False):  # the grid is fixed when the graph is captured
                 runs["full_grid"], mode = replayable(_hot(backend, g_y, w, x, tokens)["hot"])

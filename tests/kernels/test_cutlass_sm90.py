@@ -342,21 +342,22 @@ def _programmatic_launch(ops, enabled: bool) -> Iterator[None]:
 @pytest.mark.parametrize("programmatic", [True, False])
 @pytest.mark.parametrize(("variant", "decomposition", "splits"), DEQUANT_CONFIGS)
 def test_a_gemm_reads_what_the_kernel_before_it_wrote(ops, programmatic, variant, decomposition, splits) -> None:
-    """Launched right after the copies that write its operands and row scales (a programmatic dependent may start
-    while they run, and must wait before it loads): each eager call and each replay of the captured copies and
-    GEMMs gives the exact products of what was just written, in both epilogues."""
+    """Each GEMM launched right after an elementwise kernel that writes what it reads (B for the int32 GEMM, the row
+    scales for the dequantising one; a programmatic launch depends on that kernel through the relaxed edge and must
+    wait for its writes): each eager call and each replay of the captured kernels gives the exact products of what
+    was just written. No kernel here signals its dependents early, so a GEMM's CTAs start only as the writer's last
+    ones exit: this checks the edge and the wait's place, not a wait under an early signal."""
     m, n, k = 2304, 768, 12608
-    sources = (_codes(m, k, 1), _codes(n, k, 2), _scales(m, True, 3))  # the copies' inputs, refilled each round
+    sources = (_codes(m, k, 1), _codes(n, k, 2), _scales(m, True, 3))  # what the kernels write, refilled each round
     a, b, row = (torch.empty_like(t) for t in sources)
     col = _scales(n, True, 4)
 
     def write_and_multiply() -> tuple[torch.Tensor, torch.Tensor]:
-        for dst, src in zip((a, b, row), sources, strict=True):
-            dst.copy_(src)
-        return (
-            ops.cutlass_gemm_s8_sm90(a, b, variant, decomposition, splits),
-            ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col, 16.0, variant, decomposition, splits),
-        )
+        torch.neg(sources[0], out=a)  # kernels, not copies: a copy between like tensors is a memcpy node
+        torch.neg(sources[1], out=b)
+        d = ops.cutlass_gemm_s8_sm90(a, b, variant, decomposition, splits)
+        torch.neg(sources[2], out=row)
+        return d, ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col, 16.0, variant, decomposition, splits)
 
     def refill(seed: int) -> None:
         torch.cuda.synchronize()
@@ -367,9 +368,9 @@ def test_a_gemm_reads_what_the_kernel_before_it_wrote(ops, programmatic, variant
 
     def check(d: torch.Tensor, f: torch.Tensor) -> None:
         torch.cuda.synchronize()
-        exact = _exact(sources[0], sources[1])
+        exact = _exact(sources[0], sources[1])  # (-a)(-b) = ab
         assert torch.equal(d.long(), exact)
-        assert torch.equal(_bits(f), _bits(ops.dequantize(exact.int(), sources[2], col, 16.0)))
+        assert torch.equal(_bits(f), _bits(ops.dequantize(exact.int(), -sources[2], col, 16.0)))
 
     with _programmatic_launch(ops, programmatic):
         for seed in (10, 20):

@@ -195,8 +195,8 @@ def test_hq_weight_codes_given_scale(kernel_backend, dtype, out_f: int, in_f: in
 def test_non_finite_weight_gets_the_reference_scale(kernel_backend, value, dtype) -> None:
     """One NaN or infinity in W: the scale is hot.quant.sawb_scale's bit for bit (1 for a NaN, which a max that
     dropped it would have made finite; infinite for an infinity), and the codes of W's finite blocks the
-    reference's."""
-    w = _randn(96, 80, seed=3, dtype=dtype) * 0.05
+    reference's (W of magnitude near 1, so the codes at a scale of 1 are not all 0)."""
+    w = _randn(96, 80, seed=3, dtype=dtype)
     w[37, 11] = value
     codes, scale = kernel_backend.hq_quantize_weight(w.to(CUDA), HQSpec(16, 4))
     b = block_hadamard(w.float(), 16, dim=0)
@@ -205,7 +205,9 @@ def test_non_finite_weight_gets_the_reference_scale(kernel_backend, value, dtype
     assert ref_scale.item() == (1.0 if value != value else float("inf"))
     finite = b.isfinite()
     assert not finite.all()
-    assert torch.equal(codes.cpu().float()[finite], quantize(b, ref_scale, 4, "nearest")[finite])
+    want = quantize(b, ref_scale, 4, "nearest")[finite]
+    assert torch.equal(codes.cpu().float()[finite], want)
+    assert want.any() == (value != value)  # a NaN's scale of 1 leaves non-zero codes, an infinite scale none
 
 
 def test_hq_weight_matches_cpu_bitwise_on_exact_sums(kernel_backend) -> None:

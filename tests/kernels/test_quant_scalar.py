@@ -229,9 +229,10 @@ def test_sawb_scale_from_partials_matches_sawb_scale(host, bits: int, case: str)
 @pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize(("out_f", "in_f"), [(16, 7), (16, 100), (64, 576), (768, 1024), (2304, 768), (8192, 2304)])
 def test_weight_scale_is_the_host_fold_of_the_kernels_partials(host, kernel_backend, dtype, bits, out_f, in_f):
-    """The weight quantiser's scale, bit for bit, is the host model's fold (quant_scalar.cuh, compiled for the CPU)
-    of the partials its statistics pass wrote on the GPU: the kernel folds in the order the CPU tests pin, from one
-    CTA's triple to the most (256). Full-mantissa weights, so the order of the float64 additions shows in the bits."""
+    """The weight quantiser's scale, bit for bit, is the host model's (quant_scalar.cuh, compiled for the CPU) made
+    from the partials the kernel's statistics pass wrote on the GPU, from one CTA's triple to the most (256): the
+    partials the code pass reads and how it combines them. The float64 sums are rounded to float32 before they meet,
+    so the fold's order rarely shows in the scale; the CPU tests pin that order addition for addition."""
     w = (torch.randn(out_f, in_f, generator=torch.Generator().manual_seed(out_f + in_f)) * 0.05).to(dtype)
     block = 16
     codes_t, scale, partials = kernel_backend.ops.hq_quantize_weight_with_partials(w.cuda(), block, bits)

@@ -104,7 +104,8 @@ using namespace cute;
 // Runs the CUTLASS kernel only in the compute_90a device pass; elsewhere the kernel is an empty stub, so the
 // sm_80/86/89 passes do not compile the sm90 mainloop at all (and never print CUTLASS's arch error). The kernel
 // first waits for the grid before it (griddepcontrol.wait, a no-op unless launched as its programmatic dependent:
-// sm90_programmatic_launch), so its CTAs may be placed on the SMs while that grid drains. Not CUTLASS's own
+// sm90_programmatic_launch), so its launch may overlap that grid's completion (no kernel here signals its
+// dependents early: the launch follows the last CTA's exit, not the grid's memory flush). Not CUTLASS's own
 // CUTLASS_ENABLE_GDC_FOR_SM90, which waits later (after the kernel's set-up) but does not compile with the
 // stream-K scheduler of this CUTLASS (its is_last_tile binds a const member to a non-const reference).
 template <class Kernel>

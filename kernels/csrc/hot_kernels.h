@@ -228,7 +228,8 @@ int sm90_pingpong_clusters(int64_t m, int64_t n, int sm_count);
 // process-wide, for A/B timings in one process.
 void set_sm90_balanced_grid(bool enabled);
 // Whether the sm90 GEMMs launch as programmatic dependents of the kernel before them on the stream (true, the
-// default): their CTAs may start while it drains and wait (griddepcontrol.wait) before their first global load.
+// default): their launch overlaps that kernel's completion, and they wait (griddepcontrol.wait) before anything
+// else. Graph capture records such launches as programmatic edges from CUDA 12.3 (measured with CUDA 13.0).
 // Process-wide, for A/B timings in one process.
 void set_sm90_programmatic_launch(bool enabled);
 // The CTAs the sm90 GEMM (variant 0 or 1, decomposition 0, one split; dequant: the dequantising epilogue's kernel)

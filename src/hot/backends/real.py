@@ -118,7 +118,8 @@ def sm90_balanced_grid(backend: RealBackend, enabled: bool) -> contextlib.Abstra
 
 def sm90_programmatic_launch(backend: RealBackend, enabled: bool) -> contextlib.AbstractContextManager[None]:
     """Within: the sm_90a GEMMs launch as programmatic dependents of the kernel before them (``enabled``, the
-    default: their CTAs start while it drains) or after it ends; on again after. Process-wide, for A/B timings."""
+    default: their launch overlaps that kernel's completion) or after it ends; on again after. Process-wide, for A/B
+    timings."""
     return _kernel_setting(backend.ops.set_sm90_programmatic_launch, enabled)
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from hot import HOTConfig, HOTLinear, backends
 from hot.backends import HLASpec, HQSpec
-from hot.backends.real import RealBackend, fp8_gemm_available, hash_uniform, hla_one_launch, mark_4bit
+from hot.backends.real import RealBackend, hash_uniform, hla_one_launch, mark_4bit
 from hot.backends.reference import ReferenceBackend
 from hot.bench.equivalence import code_mismatches, equivalence
 from hot.hadamard import block_hadamard, largest_block
@@ -40,15 +40,6 @@ def _assert_codes(codes: torch.Tensor, ref_codes: torch.Tensor) -> None:
     assert codes.shape == ref_codes.shape
     mismatch = (codes.cpu().float() != ref_codes).sum().item()
     assert mismatch == 0, f"{mismatch} of {codes.numel()} codes differ from the CPU reference"
-
-
-def _same_codes(got: torch.Tensor, want: torch.Tensor) -> bool:
-    """Codes (int8 or e4m3: the format the g_x GEMM reads, which the shared launches choose by the product's size)
-    with the same values, anything else with the same dtype and bits."""
-    codes = (torch.int8, torch.float8_e4m3fn)
-    if got.dtype in codes and want.dtype in codes:
-        return got.shape == want.shape and torch.equal(got.float(), want.float())
-    return got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
 
 
 def _assert_bits(scale: torch.Tensor, ref_scale: torch.Tensor) -> None:
@@ -490,7 +481,7 @@ def test_weight_and_grad_output_codes_in_one_launch_equal_the_two_quantisers(
 ) -> None:
     """W's code pass and g_y's per-token HQ rows in one launch (after W's statistics pass): W's codes, scale and
     column scales and g_y's codes and scales bit for bit as hq_quantize_weight and hq_quantize_grad_output make
-    them (the codes' values: int8 where the g_x GEMM is the INT8 one, e4m3 where it is the FP8 one)."""
+    them."""
     from hot.backends.real import WeightCodes
 
     real = RealBackend()
@@ -504,10 +495,8 @@ def test_weight_and_grad_output_codes_in_one_launch_equal_the_two_quantisers(
     w_got, g_got = real._weight_and_grad_output_codes(w_codes, g_y, hq)
     w_want, g_want = w_codes(), real.hq_quantize_grad_output(g_y, hq)
     for got, want in zip((*w_got, *g_got), (*w_want, *g_want), strict=True):
-        assert _same_codes(got, want)
+        assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
         assert getattr(got, "_hot_4bit_codes", False) == getattr(want, "_hot_4bit_codes", False)
-    fp8 = real._gx_route(g_y.device, True, rows, out_f, in_f) == "fp8"
-    assert w_got[0].dtype == g_got[0].dtype == (torch.float8_e4m3fn if fp8 else torch.int8)
 
 
 def test_the_shared_launches_read_the_step_on_the_device() -> None:
@@ -535,7 +524,7 @@ def test_the_shared_launches_read_the_step_on_the_device() -> None:
         got = (*w_got, *g_got, x_c, x_s, *g_hla)
         want = (*w_codes(), *real.hq_quantize_grad_output(g_y, hq), *x_codes(), *real._hla_quantize(g_y, gy, True))
         for a, b in zip(got, want, strict=True):
-            assert _same_codes(a, b)
+            assert torch.equal(a, b)
         codes.append(g_got[0].float())
         step.add_(1)
     assert not torch.equal(*codes)  # the next step draws other dither
@@ -557,7 +546,7 @@ def test_weight_and_grad_output_codes_where_the_one_launch_does_not_apply() -> N
     assert _launches(names, "weight_quantize") and _launches(names, "hq_grad_output_per_token_long")
     w_got, g_got = real._weight_and_grad_output_codes(w_codes, g_y, hq)
     for got, want in zip((*w_got, *g_got), (*w_codes(), *real.hq_quantize_grad_output(g_y, hq)), strict=True):
-        assert _same_codes(got, want)
+        assert torch.equal(got, want)
 
 
 def test_hla_too_large_to_be_resident_takes_two_passes(kernel_backend) -> None:
@@ -842,7 +831,7 @@ def test_cuda_11_8_torch_on_hopper_runs_the_int8_gemm_exactly(kernel_backend, mo
     monkeypatch.setattr(torch, "_scaled_mm", no_fp8)
     assert RealBackend().gemm_for(torch.device(CUDA)) == "cutlass"
     # the one-call path runs its FP8 GEMM in C++, past the patched torch._scaled_mm: its route says which GEMM runs
-    assert backends._backend("real", "auto", False)._gx_route(torch.device(CUDA), True, x.shape[0], 96, in_f) == "int8"
+    assert backends._backend("real", "auto", False)._gx_route(torch.device(CUDA), True, x.shape[0], in_f) == "int8"
     gx_real, gw_real, _ = _layer_grads("real", x, w, grid, **cfg)
     assert _rel(gx_real, gx_fake) < 1e-6 and _rel(gw_real, gw_fake) < 1e-6
 
@@ -1133,23 +1122,22 @@ BF16, F32 = torch.bfloat16, torch.float32
     ("rows", "out_f", "in_f", "cfg", "gemm", "gx_dtype", "sums", "routes"),
     [
         # T = 197 in 1x16 strips: 104 projected rows a sample
-        (394, 96, 64, {}, "auto", BF16, True, ("int8_sm90", "int8_sm90")),  # R = 208; g_x below 2^30 MACs
-        (591, 96, 64, {"abc": True}, "auto", BF16, True, ("int8_sm90", "int8_sm90")),  # R = 312: K padded to 320
+        (394, 96, 64, {}, "auto", BF16, True, ("fp8", "int8_sm90")),  # R = 208
+        (591, 96, 64, {"abc": True}, "auto", BF16, True, ("fp8", "int8_sm90")),  # R = 312: K padded to 320
         (3152, 768, 3072, {"gx_granularity": "per_tensor"}, "auto", BF16, True, ("fp8", "int8_sm90")),  # tensor-wise
         (394, 96, 64, {"gw_granularity": "per_channel", "gy_rounding": "nearest"}, "auto", BF16, True,
-         ("int8_sm90", "int8_sm90")),
+         ("fp8", "int8_sm90")),
         (394, 96, 64, {"gx_bits": 8}, "auto", BF16, True, ("int8", "int8_sm90")),  # 8-bit g_x: the INT8 sm80 GEMM
-        (394, 40, 32, {}, "auto", BF16, True, ("int8_sm90", "int8_sm90")),  # O = 40: K padded to 48
+        (394, 40, 32, {}, "auto", BF16, True, ("fp8", "int8_sm90")),  # O = 40: int8 g_y codes, converted (K 48)
         (394, 40, 24, {}, "auto", BF16, True, None),  # I = 24: no FP8 GEMM, so the calls one by one
         # a 14x14 grid and a class token in 4x4 windows: 129 rows a sample, R = 258, g_w's K padded to 272
-        (394, 96, 64, {"hla_blocking": "spatial"}, "auto", BF16, True, ("int8_sm90", "int8_sm90")),
+        (394, 96, 64, {"hla_blocking": "spatial"}, "auto", BF16, True, ("fp8", "int8_sm90")),
         # the other families (their sm80 kernels run on Hopper too), float32 g_x, no bias
         (394, 96, 64, {}, "cutlass-int4", F32, False, ("int4", "int8")),
         (394, 96, 64, {}, "cutlass", F32, True, ("int8", "int8")),
         (394, 96, 64, {}, "cublas", torch.float16, False, ("fp8", "int8_lt")),
         # one finaliser a code (rounding_hash "fmix32"), per token and per tensor
-        (394, 96, 64, {"rounding_hash": "fmix32"}, "auto", BF16, True, ("int8_sm90", "int8_sm90")),
-        (3152, 768, 3072, {}, "auto", BF16, True, ("fp8", "int8_sm90")),  # 7.4 G MACs: the FP8 GEMM, per token
+        (394, 96, 64, {"rounding_hash": "fmix32"}, "auto", BF16, True, ("fp8", "int8_sm90")),
         (3152, 768, 3072, {"rounding_hash": "fmix32", "gx_granularity": "per_tensor"}, "auto", BF16, True,
          ("fp8", "int8_sm90")),
     ],
@@ -1271,11 +1259,11 @@ def test_one_token_keeps_the_column_scales_launch() -> None:
     the row-wise epilogue instead, so a capture of one token keeps the calls of layer_gradients_in_parts."""
     from hot.methods import Keys, layer_specs
 
-    real = RealBackend(gemm="cublas")  # the FP8 g_x GEMM at any size (auto takes the INT8 one for small products)
+    real = RealBackend()
     hq = layer_specs(HOTConfig(hla_blocking="paper"), 96, _paper(197), Keys(7, 1, 3)).grad_output
     w = torch.zeros(96, 64, device=CUDA)
     one, two = torch.zeros(1, 96, device=CUDA), torch.zeros(2, 96, device=CUDA)
-    if not fp8_gemm_available() or real._gx_route(two.device, True, 2, 96, 64) != "fp8":
+    if real._gx_route(two.device, True, 2, 64) != "fp8":
         pytest.skip("this GPU or torch has no FP8 GEMM route")
     assert hq.granularity == "per_token"
     assert not real._gx_columns_from_quantiser(one, w, hq, torch.float32)
@@ -1524,8 +1512,7 @@ def test_bad_inputs_raise_clear_errors(kernel_backend) -> None:
 
 
 def test_gx_codes_are_fp8_operands_on_sm90(kernel_backend) -> None:
-    """With the FP8 GEMM the quantisers write e4m3 codes, so hq_matmul needs no conversion pass at training sizes
-    (small products take the INT8 sm_90a GEMM, whose shared launches write int8 codes)."""
+    """With the FP8 GEMM the quantisers write e4m3 codes, so hq_matmul needs no conversion pass."""
     if kernel_backend._gx_gemm(torch.device(CUDA)) != "cublas":  # cutlass-sm90 differs from cublas in g_w only
         pytest.skip("the FP8 g_x GEMM is the sm_90 path")
     codes, _ = kernel_backend.hq_quantize_grad_output(torch.randn(32, 64, device=CUDA), HQSpec(16, 4, "per_token", 1))

@@ -77,11 +77,6 @@ __all__ = [
 ]
 
 _E4M3 = torch.float8_e4m3fn
-# Below this many multiply-adds the 4-bit g_x GEMM runs on the sm_90a INT8 ping-pong kernel (its dequantising epilogue,
-# launched as a programmatic dependent) rather than cuBLAS's FP8 GEMM, where the build has the former: faster at each
-# of the latency figure's 16 g_x shapes on an H200, by 0.2-4.1 us (kernels/results/h200_2026-11-29_s18/
-# gx_route_29e300a.json). Larger products keep the FP8 GEMM, whose row-wise epilogue writes bf16 directly.
-_SMALL_GX_MACS = 1 << 30
 _4BIT = "_hot_4bit_codes"
 _REFERENCE = ReferenceBackend()
 
@@ -274,7 +269,6 @@ class RealBackend:
         self.gemm = gemm
         self.fused_grad_output = fused_grad_output
         self.side_stream = side_stream
-        self.small_gx_macs = _SMALL_GX_MACS  # 0: every 4-bit g_x product on the FP8 GEMM (an A/B's other side)
         self._sm90: dict[int, bool] = {}
         self._gemms: dict[int, str] = {}
 
@@ -392,7 +386,7 @@ class RealBackend:
         if out_dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise ValueError(f"out_dtype must be float32, float16 or bfloat16, got {out_dtype}")
         narrow = _is_4bit(a_codes) and _is_4bit(b_codes)
-        route = self._gx_route(a_codes.device, narrow, a_codes.shape[0], a_codes.shape[1], b_codes.shape[1])
+        route = self._gx_route(a_codes.device, narrow, a_codes.shape[0], b_codes.shape[1])
         a, b_t = _aligned(a_codes), _aligned(b_codes.t())  # b_t (I, O): K contiguous; hq_quantize_weight's as is
         if route == "fp8" and b_columns is not None and a_scale.numel() > 1:
             # over the block already: fp8_matmul's division by a block of 1 launches nothing (one row scale and one
@@ -411,18 +405,15 @@ class RealBackend:
             return self.ops.dequantize(_reference_acc(a, b_t.t()), _flat(row), _flat(col), divisor)
         return self.ops.int_matmul(a, b_t, row, col, divisor, route)
 
-    def _gx_route(self, device: torch.device, narrow: bool, m: int, k: int, n: int) -> str:
-        """The g_x GEMM for (m, k) · (k, n) codes on ``device``, 4-bit on both sides where ``narrow``: ``fp8``
-        (row-wise ``_scaled_mm``, dequantisation in its epilogue), ``int8_sm90`` (the sm_90a INT8 GEMM with its
-        dequantising epilogue, in place of ``fp8`` for products below ``_SMALL_GX_MACS`` where the auto family holds
-        it), ``int4`` or ``int8`` (CUTLASS sm80), else ``reference``. 8-bit codes take the INT8 sm80 GEMM, exact for
-        any int8 (it also runs on sm_90)."""
+    def _gx_route(self, device: torch.device, narrow: bool, m: int, n: int) -> str:
+        """The g_x GEMM for (m, K) · (K, n) codes on ``device``, 4-bit on both sides where ``narrow``: ``fp8``
+        (row-wise ``_scaled_mm``, dequantisation in its epilogue), ``int4`` or ``int8`` (CUTLASS sm80), else
+        ``reference``. 8-bit codes take the INT8 sm80 GEMM, exact for any int8 (it also runs on sm_90)."""
         gemm = self._gx_gemm(device)
         if not narrow and gemm in ("cublas", "cutlass-int4"):
             gemm = "cutlass"
         if m > 0 and gemm == "cublas" and n % 16 == 0:
-            small = m * k * n < self.small_gx_macs
-            return "int8_sm90" if small and self.gemm_for(device) == "cutlass-sm90" else "fp8"
+            return "fp8"
         if m > 0 and gemm == "cutlass-int4" and n % 4 == 0:
             return "int4"
         if m > 0 and gemm == "cutlass" and n % 4 == 0:
@@ -626,16 +617,15 @@ class RealBackend:
         self.ops.check_float_matrix(g_y, "g_y")
         w, g = _aligned(w), _aligned(g_y)
         key, step = _key_arg(hq.key)
-        fp8 = self._gx_route(g.device, hq.bits == 4, *g.shape, w.shape[1]) == "fp8"  # else int8 codes for its GEMM
         *w_out, codes, scale = self.ops.hq_quantize_weight_and_grad_output(
             w,
             g,
             hq.block,
             hq.bits,
-            self._fp8_codes(w.device, hq.bits, *w.shape) and fp8,
+            self._fp8_codes(w.device, hq.bits, *w.shape),
             column_scales,
             key,
-            self._fp8_codes(g.device, hq.bits, g.shape[-1]) and fp8,
+            self._fp8_codes(g.device, hq.bits, g.shape[-1]),
             step,
             hash_rounds(hq.hash),
         )
@@ -677,8 +667,8 @@ class RealBackend:
             hq.bits,
             hq.granularity == "per_token",
             hq_key,
-            self._fp8_codes(device, hq.bits, out_f) and gx_route == "fp8",  # int8 codes for the INT8 routes
-            self._fp8_codes(device, hq.bits, out_f, in_f) and gx_route == "fp8",
+            self._fp8_codes(device, hq.bits, out_f),
+            self._fp8_codes(device, hq.bits, out_f, in_f),
             gx_route,
             gx_dtype,
             windows,
@@ -727,7 +717,7 @@ class RealBackend:
             and hq.bits == 4
             and hq.granularity == "per_token"
             and g_y.shape[0] > 1
-            and self._gx_route(g_y.device, True, *g_y.shape, weight.shape[1]) == "fp8"
+            and self._gx_route(g_y.device, True, g_y.shape[0], weight.shape[1]) == "fp8"
         )
 
     def _one_call_gx_route(
@@ -749,7 +739,7 @@ class RealBackend:
             and _one_hash(hq, hla)
         ):
             return None
-        route = self._gx_route(g_y.device, hq.bits == 4, *g_y.shape, weight.shape[1])
+        route = self._gx_route(g_y.device, hq.bits == 4, g_y.shape[0], weight.shape[1])
         return None if route == "reference" else route
 
     def grad_output_bytes(self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec) -> int:

@@ -63,15 +63,37 @@ def test_asking_for_fp8_gemms_without_them_names_the_cuda_build(backend_on) -> N
 
 @pytest.mark.parametrize(
     ("capability", "cuda", "narrow", "m", "n", "route"),
-    [((9, 0), "13.0", True, 394, 64, "fp8"), ((9, 0), "13.0", False, 394, 64, "int8"),
+    [((9, 0), "13.0", True, 25216, 64, "fp8"), ((9, 0), "13.0", False, 394, 64, "int8"),
      ((9, 0), "13.0", True, 394, 24, "reference"), ((9, 0), "13.0", True, 0, 64, "reference"),
      ((9, 0), "11.8", True, 394, 64, "int8"), ((8, 0), "12.4", True, 394, 64, "int4"),
      ((8, 0), "12.4", False, 394, 64, "int8"), ((8, 0), "12.4", True, 394, 6, "reference")],
 )  # fmt: skip
 def test_the_g_x_route_follows_the_gemm_family_and_the_codes_width(backend_on, capability, cuda, narrow, m, n, route):
     """4-bit codes on both sides take the FP8 (n % 16) or INT4 GEMM, 8-bit ones the INT8 sm80 GEMM (n % 4)."""
-    backend = backend_on(capability, cuda, sm90=True)
-    assert backend._gx_route(torch.device("cuda", 0), narrow, m, n) == route
+    backend = backend_on(capability, cuda, sm90=False)
+    assert backend._gx_route(torch.device("cuda", 0), narrow, m, 768, n) == route
+
+
+F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
+
+
+@pytest.mark.parametrize(
+    ("sm90", "gemm", "m", "k", "n", "out", "e4m3", "route"),
+    [(True, "auto", 49, 768, 1024, F32, False, "int8_sm90"), (True, "auto", 3136, 64, 256, F32, False, "int8_sm90"),
+     (True, "auto", 1024, 1024, 1023 + 1, F32, False, "fp8"), (True, "auto", 25216, 768, 2304, F32, False, "fp8"),
+     (True, "cutlass-sm90", 49, 768, 1024, F32, False, "int8_sm90"), (True, "cublas", 49, 768, 1024, F32, False, "fp8"),
+     (False, "auto", 49, 768, 1024, F32, False, "fp8"),
+     # bf16/fp16 g_x: the FP8 GEMM writes them in its epilogue (the INT8 one writes float32, a cast more)
+     (True, "auto", 49, 768, 1024, BF16, False, "fp8"), (True, "auto", 49, 768, 1024, F16, False, "fp8"),
+     # codes a quantiser wrote alone are e4m3: the FP8 GEMM reads them with no conversion pass
+     (True, "auto", 49, 768, 1024, F32, True, "fp8")],
+)  # fmt: skip
+def test_small_g_x_products_take_the_sm90a_int8_gemm(backend_on, sm90, gemm, m, k, n, out, e4m3, route) -> None:
+    """float32 4-bit g_x products below 2^30 multiply-adds (every layer of the latency figure) on int8 codes run on
+    the sm_90a INT8 GEMM where the family holds it (auto on a build with it, or cutlass-sm90); from 2^30 (training
+    shapes), for bf16/fp16 g_x, on codes already e4m3, or where cuBLAS is asked for by name, on the FP8 GEMM."""
+    backend = backend_on((9, 0), "13.0", gemm=gemm, sm90=sm90)
+    assert backend._gx_route(torch.device("cuda", 0), True, m, k, n, out, e4m3) == route
 
 
 @pytest.mark.parametrize(

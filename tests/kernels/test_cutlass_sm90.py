@@ -5,7 +5,7 @@ GEMM with the dequantisation in its epilogue (`_C.cutlass_gemm_s8_sm90_dequant`)
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import torch
@@ -194,14 +194,14 @@ def test_sm90_dequant_epilogue_keeps_subnormal_outputs(ops, variant: int, decomp
 
 
 @contextlib.contextmanager
-def _full_grid(ops) -> Iterator[None]:
-    """Within: the ping-pong kernel on CUTLASS's full persistent grid (set_sm90_balanced_grid off); balanced again
-    after, whatever happens inside."""
-    ops.set_sm90_balanced_grid(False)
+def _sm90_setting(set_on: Callable[[bool], None], enabled: bool) -> Iterator[None]:
+    """Within: one process-wide switch of the sm90 GEMMs (``set_on``, e.g. ``ops.set_sm90_balanced_grid``) set to
+    ``enabled``; on again after (the default of each), whatever happens inside."""
+    set_on(enabled)
     try:
         yield
     finally:
-        ops.set_sm90_balanced_grid(True)
+        set_on(True)
 
 
 @pytest.mark.parametrize(("m", "n", "k"), [(1536, 768, 32), (3072, 768, 144), (2304, 768, 12608), (200, 132, 80)])
@@ -211,7 +211,7 @@ def test_the_balanced_pingpong_grid_gives_the_full_grids_bits(ops, m: int, n: in
     a, b = _codes(m, k, m + k), _codes(n, k, n + 7 * k)
     row, col = _scales(m, True, m), _scales(n, True, n + 2)
     balanced = ops.cutlass_gemm_s8_sm90(a, b, 1), ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col, 16.0, 1)
-    with _full_grid(ops):
+    with _sm90_setting(ops.set_sm90_balanced_grid, False):
         full = ops.cutlass_gemm_s8_sm90(a, b, 1), ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col, 16.0, 1)
     assert torch.equal(balanced[0], _exact(a, b).int()) and torch.equal(full[0], balanced[0])
     assert torch.equal(_bits(full[1]), _bits(balanced[1]))
@@ -229,7 +229,7 @@ def test_the_pingpong_kernel_launches_the_balanced_grid(ops, dequant: bool) -> N
         tiles = -(-m // 128) * -(-n // 128)
         balanced = ops.cutlass_gemm_s8_sm90_ctas(a, b, 1, dequant)
         coop = ops.cutlass_gemm_s8_sm90_ctas(a, b, 0, dequant)
-        with _full_grid(ops):
+        with _sm90_setting(ops.set_sm90_balanced_grid, False):
             full = ops.cutlass_gemm_s8_sm90_ctas(a, b, 1, dequant)
             assert ops.cutlass_gemm_s8_sm90_ctas(a, b, 0, dequant) == coop
         assert balanced == 2 * ops.sm90_pingpong_clusters(m, n, sms), (m, n, balanced)
@@ -328,17 +328,6 @@ def test_sm90_unavailable_elsewhere() -> None:
         ops.cutlass_gemm_s8_sm90(_codes(64, 128, 1), _codes(96, 128, 2))
 
 
-@contextlib.contextmanager
-def _programmatic_launch(ops, enabled: bool) -> Iterator[None]:
-    """Within: the sm90 GEMMs launched as programmatic dependents of the kernel before them (``enabled``) or not;
-    on again after."""
-    ops.set_sm90_programmatic_launch(enabled)
-    try:
-        yield
-    finally:
-        ops.set_sm90_programmatic_launch(True)
-
-
 @pytest.mark.parametrize("programmatic", [True, False])
 @pytest.mark.parametrize(("variant", "decomposition", "splits"), DEQUANT_CONFIGS)
 def test_a_gemm_reads_what_the_kernel_before_it_wrote(ops, programmatic, variant, decomposition, splits) -> None:
@@ -372,7 +361,7 @@ def test_a_gemm_reads_what_the_kernel_before_it_wrote(ops, programmatic, variant
         assert torch.equal(d.long(), exact)
         assert torch.equal(_bits(f), _bits(ops.dequantize(exact.int(), -sources[2], col, 16.0)))
 
-    with _programmatic_launch(ops, programmatic):
+    with _sm90_setting(ops.set_sm90_programmatic_launch, programmatic):
         for seed in (10, 20):
             refill(seed)
             check(*write_and_multiply())

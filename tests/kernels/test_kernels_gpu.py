@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from hot import HOTConfig, HOTLinear, backends
 from hot.backends import HLASpec, HQSpec
-from hot.backends.real import RealBackend, hash_uniform, hla_one_launch, mark_4bit
+from hot.backends.real import RealBackend, fp8_gemm_available, hash_uniform, hla_one_launch, mark_4bit
 from hot.backends.reference import ReferenceBackend
 from hot.bench.equivalence import code_mismatches, equivalence
 from hot.hadamard import block_hadamard, largest_block
@@ -40,6 +40,15 @@ def _assert_codes(codes: torch.Tensor, ref_codes: torch.Tensor) -> None:
     assert codes.shape == ref_codes.shape
     mismatch = (codes.cpu().float() != ref_codes).sum().item()
     assert mismatch == 0, f"{mismatch} of {codes.numel()} codes differ from the CPU reference"
+
+
+def _same_codes(got: torch.Tensor, want: torch.Tensor) -> bool:
+    """Codes (int8 or e4m3: the format the g_x GEMM reads, which the shared launches choose by the product's size)
+    with the same values, anything else with the same dtype and bits."""
+    codes = (torch.int8, torch.float8_e4m3fn)
+    if got.dtype in codes and want.dtype in codes:
+        return got.shape == want.shape and torch.equal(got.float(), want.float())
+    return got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
 
 
 def _assert_bits(scale: torch.Tensor, ref_scale: torch.Tensor) -> None:
@@ -481,22 +490,27 @@ def test_weight_and_grad_output_codes_in_one_launch_equal_the_two_quantisers(
 ) -> None:
     """W's code pass and g_y's per-token HQ rows in one launch (after W's statistics pass): W's codes, scale and
     column scales and g_y's codes and scales bit for bit as hq_quantize_weight and hq_quantize_grad_output make
-    them."""
+    them (the codes' values: int8 where the g_x GEMM is the INT8 one, e4m3 where it is the FP8 one)."""
     from hot.backends.real import WeightCodes
 
     real = RealBackend()
     hq = HQSpec(16, 4, "per_token", hash_key(7, 1, 3, Stream.GX_GRAD_OUTPUT))
     w = (_randn(out_f, in_f, seed=out_f) * 0.02).to(w_dtype).to(CUDA)
     g_y = _randn(rows, out_f, seed=rows, dtype=g_dtype).to(CUDA)
-    w_codes = WeightCodes(real, w, hq, columns)
-    assert real._weight_with_grad_output(w_codes, g_y, hq)
-    names = _cuda_kernels(lambda: real._weight_and_grad_output_codes(w_codes, g_y, hq))
-    assert len(names) == 2 and _launches(names, "sawb_partials") and _launches(names, "weight_and_grad_output_codes")
-    w_got, g_got = real._weight_and_grad_output_codes(w_codes, g_y, hq)
-    w_want, g_want = w_codes(), real.hq_quantize_grad_output(g_y, hq)
-    for got, want in zip((*w_got, *g_got), (*w_want, *g_want), strict=True):
-        assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
-        assert getattr(got, "_hot_4bit_codes", False) == getattr(want, "_hot_4bit_codes", False)
+    for gx_dtype in (torch.float32, torch.bfloat16):  # int8 codes for a small float32 g_x, else e4m3 ones
+        w_codes = WeightCodes(real, w, hq, columns, gx_dtype)
+        assert real._weight_with_grad_output(w_codes, g_y, hq)
+        names = _cuda_kernels(lambda w_codes=w_codes: real._weight_and_grad_output_codes(w_codes, g_y, hq))
+        assert len(names) == 2 and _launches(names, "sawb_partials")
+        assert _launches(names, "weight_and_grad_output_codes")
+        w_got, g_got = real._weight_and_grad_output_codes(w_codes, g_y, hq)
+        w_want, g_want = w_codes(), real.hq_quantize_grad_output(g_y, hq)
+        for got, want in zip((*w_got, *g_got), (*w_want, *g_want), strict=True):
+            assert _same_codes(got, want)
+            assert getattr(got, "_hot_4bit_codes", False) == getattr(want, "_hot_4bit_codes", False)
+        fp8 = real._gx_route(g_y.device, True, rows, out_f, in_f, gx_dtype) == "fp8"
+        assert fp8 is (gx_dtype != torch.float32 or not real._sm90_available(torch.cuda.current_device()))
+        assert w_got[0].dtype == g_got[0].dtype == (torch.float8_e4m3fn if fp8 else torch.int8)
 
 
 def test_the_shared_launches_read_the_step_on_the_device() -> None:
@@ -524,7 +538,7 @@ def test_the_shared_launches_read_the_step_on_the_device() -> None:
         got = (*w_got, *g_got, x_c, x_s, *g_hla)
         want = (*w_codes(), *real.hq_quantize_grad_output(g_y, hq), *x_codes(), *real._hla_quantize(g_y, gy, True))
         for a, b in zip(got, want, strict=True):
-            assert torch.equal(a, b)
+            assert _same_codes(a, b)
         codes.append(g_got[0].float())
         step.add_(1)
     assert not torch.equal(*codes)  # the next step draws other dither
@@ -546,7 +560,7 @@ def test_weight_and_grad_output_codes_where_the_one_launch_does_not_apply() -> N
     assert _launches(names, "weight_quantize") and _launches(names, "hq_grad_output_per_token_long")
     w_got, g_got = real._weight_and_grad_output_codes(w_codes, g_y, hq)
     for got, want in zip((*w_got, *g_got), (*w_codes(), *real.hq_quantize_grad_output(g_y, hq)), strict=True):
-        assert torch.equal(got, want)
+        assert _same_codes(got, want)
 
 
 def test_hla_too_large_to_be_resident_takes_two_passes(kernel_backend) -> None:
@@ -831,7 +845,7 @@ def test_cuda_11_8_torch_on_hopper_runs_the_int8_gemm_exactly(kernel_backend, mo
     monkeypatch.setattr(torch, "_scaled_mm", no_fp8)
     assert RealBackend().gemm_for(torch.device(CUDA)) == "cutlass"
     # the one-call path runs its FP8 GEMM in C++, past the patched torch._scaled_mm: its route says which GEMM runs
-    assert backends._backend("real", "auto", False)._gx_route(torch.device(CUDA), True, x.shape[0], in_f) == "int8"
+    assert backends._backend("real", "auto", False)._gx_route(torch.device(CUDA), True, x.shape[0], 96, in_f) == "int8"
     gx_real, gw_real, _ = _layer_grads("real", x, w, grid, **cfg)
     assert _rel(gx_real, gx_fake) < 1e-6 and _rel(gw_real, gw_fake) < 1e-6
 
@@ -1123,21 +1137,26 @@ BF16, F32 = torch.bfloat16, torch.float32
     [
         # T = 197 in 1x16 strips: 104 projected rows a sample
         (394, 96, 64, {}, "auto", BF16, True, ("fp8", "int8_sm90")),  # R = 208
+        (394, 96, 64, {}, "auto", F32, True, ("int8_sm90", "int8_sm90")),  # float32 g_x below 2^30 MACs
         (591, 96, 64, {"abc": True}, "auto", BF16, True, ("fp8", "int8_sm90")),  # R = 312: K padded to 320
         (3152, 768, 3072, {"gx_granularity": "per_tensor"}, "auto", BF16, True, ("fp8", "int8_sm90")),  # tensor-wise
         (394, 96, 64, {"gw_granularity": "per_channel", "gy_rounding": "nearest"}, "auto", BF16, True,
          ("fp8", "int8_sm90")),
         (394, 96, 64, {"gx_bits": 8}, "auto", BF16, True, ("int8", "int8_sm90")),  # 8-bit g_x: the INT8 sm80 GEMM
         (394, 40, 32, {}, "auto", BF16, True, ("fp8", "int8_sm90")),  # O = 40: int8 g_y codes, converted (K 48)
+        (394, 40, 32, {}, "auto", F32, True, ("int8_sm90", "int8_sm90")),  # O = 40: K padded to 48
         (394, 40, 24, {}, "auto", BF16, True, None),  # I = 24: no FP8 GEMM, so the calls one by one
         # a 14x14 grid and a class token in 4x4 windows: 129 rows a sample, R = 258, g_w's K padded to 272
         (394, 96, 64, {"hla_blocking": "spatial"}, "auto", BF16, True, ("fp8", "int8_sm90")),
+        (394, 96, 64, {"hla_blocking": "spatial"}, "auto", F32, False, ("int8_sm90", "int8_sm90")),
         # the other families (their sm80 kernels run on Hopper too), float32 g_x, no bias
         (394, 96, 64, {}, "cutlass-int4", F32, False, ("int4", "int8")),
         (394, 96, 64, {}, "cutlass", F32, True, ("int8", "int8")),
         (394, 96, 64, {}, "cublas", torch.float16, False, ("fp8", "int8_lt")),
         # one finaliser a code (rounding_hash "fmix32"), per token and per tensor
         (394, 96, 64, {"rounding_hash": "fmix32"}, "auto", BF16, True, ("fp8", "int8_sm90")),
+        (394, 96, 64, {"rounding_hash": "fmix32"}, "auto", F32, True, ("int8_sm90", "int8_sm90")),
+        (3152, 768, 3072, {}, "auto", F32, True, ("fp8", "int8_sm90")),  # 7.4 G MACs: the FP8 GEMM, per token
         (3152, 768, 3072, {"rounding_hash": "fmix32", "gx_granularity": "per_tensor"}, "auto", BF16, True,
          ("fp8", "int8_sm90")),
     ],
@@ -1146,7 +1165,9 @@ def test_a_layer_backward_in_one_call_equals_its_calls_one_by_one(
     rows, out_f, in_f, cfg, gemm, gx_dtype, sums, routes
 ) -> None:
     """RealBackend.layer_gradients runs the eager backward as one call of the compiled ops where the kernels and
-    torch's GEMMs cover it: the gradients equal layer_gradients_in_parts' bit for bit (and in a CUDA graph)."""
+    torch's GEMMs cover it: the gradients equal layer_gradients_in_parts' bit for bit (and in a CUDA graph), on the
+    same g_x GEMM (where the one call takes the sm_90a INT8 one, the calls one by one are given int8 codes: alone
+    the quantisers write e4m3 ones, which the FP8 GEMM reads, with another epilogue's rounding)."""
     from hot.backends import layer_gradients_in_parts
     from hot.backends.real import load_ops
     from hot.methods import Keys, layer_specs
@@ -1165,7 +1186,10 @@ def test_a_layer_backward_in_one_call_equals_its_calls_one_by_one(
     g_y = _randn(rows, out_f, seed=5, dtype=torch.bfloat16).to(CUDA)
     x, w = _randn(rows, in_f, seed=6).to(CUDA), _randn(out_f, in_f, seed=7).to(CUDA) * 0.02
     x_codes = real.hla_quantize(x, specs.input_hla)
-    want = layer_gradients_in_parts(real, g_y, w, lambda: x_codes, hq, gy, gx_dtype, sums)
+    in_parts = RealBackend(gemm=gemm)
+    if routes is not None and routes[0] == "int8_sm90":
+        in_parts._fp8_codes = lambda *args: False  # int8 codes, so the calls one by one take the INT8 GEMM too
+    want = layer_gradients_in_parts(in_parts, g_y, w, lambda: x_codes, hq, gy, gx_dtype, sums)
     ops.called.clear()
     got = real.layer_gradients(g_y, w, lambda: x_codes, hq, gy, gx_dtype, sums)
     if routes is None:
@@ -1203,10 +1227,15 @@ def test_a_layer_backward_in_one_call_equals_its_calls_one_by_one(
     side_ops.calls.clear()
     with torch.cuda.graph(graph):
         captured = side.layer_gradients(g_y, w, lambda: x_codes, hq, gy, gx_dtype, sums)
-    columns = routes is not None and routes[0] == "fp8" and hq.granularity == "per_token"
+    # (W's quantiser alone writes e4m3 codes and column scales for the FP8 GEMM whatever the product's size; the
+    # shared launch, where g_x takes the INT8 GEMM, int8 codes, and the INT8 GEMM ignores the column scales)
+    columns = routes is not None and routes[0] in ("fp8", "int8_sm90") and hq.granularity == "per_token"
     assert side._gx_columns_from_quantiser(g_y, w, hq, gx_dtype) is columns
     fp8_blocks = [args[4] for name, args in side_ops.calls if name == "fp8_matmul"]
-    assert fp8_blocks == ([1] if columns else [hq.block] if routes is not None and routes[0] == "fp8" else [])
+    assert fp8_blocks == ([] if routes is None or routes[0] != "fp8" else [1] if columns else [hq.block])
+    if routes is not None and routes[0] == "int8_sm90":
+        gx_calls = [args for name, args in side_ops.calls if name == "int_matmul" and args[0].shape[0] == rows]
+        assert [(args[0].dtype, args[-1]) for args in gx_calls] == [(torch.int8, "int8_sm90")]  # no conversion
     graph.replay()
     torch.cuda.synchronize()
     for a, b in zip(captured, want, strict=True):
@@ -1259,11 +1288,11 @@ def test_one_token_keeps_the_column_scales_launch() -> None:
     the row-wise epilogue instead, so a capture of one token keeps the calls of layer_gradients_in_parts."""
     from hot.methods import Keys, layer_specs
 
-    real = RealBackend()
+    real = RealBackend(gemm="cublas")  # the FP8 g_x GEMM at any size (auto takes the INT8 one for small products)
     hq = layer_specs(HOTConfig(hla_blocking="paper"), 96, _paper(197), Keys(7, 1, 3)).grad_output
     w = torch.zeros(96, 64, device=CUDA)
     one, two = torch.zeros(1, 96, device=CUDA), torch.zeros(2, 96, device=CUDA)
-    if real._gx_route(two.device, True, 2, 64) != "fp8":
+    if not fp8_gemm_available() or real._gx_route(two.device, True, 2, 96, 64) != "fp8":
         pytest.skip("this GPU or torch has no FP8 GEMM route")
     assert hq.granularity == "per_token"
     assert not real._gx_columns_from_quantiser(one, w, hq, torch.float32)
@@ -1512,12 +1541,17 @@ def test_bad_inputs_raise_clear_errors(kernel_backend) -> None:
 
 
 def test_gx_codes_are_fp8_operands_on_sm90(kernel_backend) -> None:
-    """With the FP8 GEMM the quantisers write e4m3 codes, so hq_matmul needs no conversion pass."""
+    """With the FP8 GEMM the quantisers write e4m3 codes, so hq_matmul needs no conversion pass (small float32
+    products take the INT8 sm_90a GEMM only on the int8 codes the launches that make both code sets write)."""
     if kernel_backend._gx_gemm(torch.device(CUDA)) != "cublas":  # cutlass-sm90 differs from cublas in g_w only
         pytest.skip("the FP8 g_x GEMM is the sm_90 path")
-    codes, _ = kernel_backend.hq_quantize_grad_output(torch.randn(32, 64, device=CUDA), HQSpec(16, 4, "per_token", 1))
-    w_codes, _ = kernel_backend.hq_quantize_weight(torch.randn(64, 48, device=CUDA), HQSpec(16, 4))
+    hq = HQSpec(16, 4, "per_token", 1)
+    codes, scale = kernel_backend.hq_quantize_grad_output(torch.randn(32, 64, device=CUDA), hq)
+    w_codes, w_scale = kernel_backend.hq_quantize_weight(torch.randn(64, 48, device=CUDA), HQSpec(16, 4))
     assert codes.dtype == torch.float8_e4m3fn and w_codes.dtype == torch.float8_e4m3fn
+    # a small float32 product: on these codes the FP8 GEMM, with no conversion pass to int8 for the INT8 one
+    names = _cuda_kernels(lambda: kernel_backend.hq_matmul(codes, scale, w_codes, w_scale, hq, torch.float32))
+    assert not any("codes_to" in n or "cutlass" in n for n in names), names
     odd, _ = kernel_backend.hq_quantize_grad_output(torch.randn(32, 24, device=CUDA), HQSpec(8, 4, "per_token", 1))
     assert odd.dtype == torch.int8  # K not a multiple of 16: the GEMM pads, so int8 codes
 

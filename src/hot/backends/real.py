@@ -77,6 +77,12 @@ __all__ = [
 ]
 
 _E4M3 = torch.float8_e4m3fn
+# Below this many multiply-adds a float32 4-bit g_x GEMM on int8 codes runs on the sm_90a INT8 ping-pong kernel (its
+# dequantising epilogue, launched as a programmatic dependent) rather than cuBLAS's FP8 GEMM, where the build has the
+# former: faster at each of the latency figure's 16 g_x shapes on an H200, by 0.2-4.1 us (kernels/results/
+# h200_2026-11-29_s18/gx_route_29e300a.json). Larger products, bf16/fp16 g_x (the FP8 GEMM writes them in its
+# epilogue; the INT8 one writes float32) and codes already e4m3 (a quantiser called alone) keep the FP8 GEMM.
+_SMALL_GX_MACS = 1 << 30
 _4BIT = "_hot_4bit_codes"
 _REFERENCE = ReferenceBackend()
 
@@ -156,6 +162,7 @@ class WeightCodes:
     weight: torch.Tensor
     spec: HQSpec
     column_scales: bool
+    gx_dtype: torch.dtype = torch.float32  # the g_x GEMM's output: with g_y's HQ codes it decides their format
 
     def __call__(self) -> tuple[torch.Tensor, ...]:
         return self.backend._weight_codes(self.weight, self.spec, self.column_scales)
@@ -269,6 +276,7 @@ class RealBackend:
         self.gemm = gemm
         self.fused_grad_output = fused_grad_output
         self.side_stream = side_stream
+        self.small_gx_macs = _SMALL_GX_MACS  # 0: every 4-bit g_x product on the FP8 GEMM (an A/B's other side)
         self._sm90: dict[int, bool] = {}
         self._gemms: dict[int, str] = {}
 
@@ -386,7 +394,8 @@ class RealBackend:
         if out_dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise ValueError(f"out_dtype must be float32, float16 or bfloat16, got {out_dtype}")
         narrow = _is_4bit(a_codes) and _is_4bit(b_codes)
-        route = self._gx_route(a_codes.device, narrow, a_codes.shape[0], b_codes.shape[1])
+        e4m3 = _E4M3 in (a_codes.dtype, b_codes.dtype)  # the FP8 GEMM reads them as they are: no conversion pass
+        route = self._gx_route(a_codes.device, narrow, *a_codes.shape, b_codes.shape[1], out_dtype, e4m3)
         a, b_t = _aligned(a_codes), _aligned(b_codes.t())  # b_t (I, O): K contiguous; hq_quantize_weight's as is
         if route == "fp8" and b_columns is not None and a_scale.numel() > 1:
             # over the block already: fp8_matmul's division by a block of 1 launches nothing (one row scale and one
@@ -405,15 +414,28 @@ class RealBackend:
             return self.ops.dequantize(_reference_acc(a, b_t.t()), _flat(row), _flat(col), divisor)
         return self.ops.int_matmul(a, b_t, row, col, divisor, route)
 
-    def _gx_route(self, device: torch.device, narrow: bool, m: int, n: int) -> str:
-        """The g_x GEMM for (m, K) · (K, n) codes on ``device``, 4-bit on both sides where ``narrow``: ``fp8``
-        (row-wise ``_scaled_mm``, dequantisation in its epilogue), ``int4`` or ``int8`` (CUTLASS sm80), else
-        ``reference``. 8-bit codes take the INT8 sm80 GEMM, exact for any int8 (it also runs on sm_90)."""
+    def _gx_route(
+        self,
+        device: torch.device,
+        narrow: bool,
+        m: int,
+        k: int,
+        n: int,
+        out_dtype: torch.dtype = torch.float32,
+        e4m3: bool = False,
+    ) -> str:
+        """The g_x GEMM for (m, k) · (k, n) codes on ``device``, 4-bit on both sides where ``narrow``, written as
+        ``out_dtype``, the codes already e4m3 where ``e4m3``: ``fp8`` (row-wise ``_scaled_mm``, dequantisation in its
+        epilogue), ``int8_sm90`` (the sm_90a INT8 GEMM with its dequantising epilogue, in place of ``fp8`` where the
+        auto family holds it for float32 products below ``_SMALL_GX_MACS`` on int8 codes), ``int4`` or ``int8``
+        (CUTLASS sm80), else ``reference``. 8-bit codes take the INT8 sm80 GEMM, exact for any int8 (it also runs on
+        sm_90)."""
         gemm = self._gx_gemm(device)
         if not narrow and gemm in ("cublas", "cutlass-int4"):
             gemm = "cutlass"
         if m > 0 and gemm == "cublas" and n % 16 == 0:
-            return "fp8"
+            small = m * k * n < self.small_gx_macs and out_dtype == torch.float32 and not e4m3
+            return "int8_sm90" if small and self.gemm_for(device) == "cutlass-sm90" else "fp8"
         if m > 0 and gemm == "cutlass-int4" and n % 4 == 0:
             return "int4"
         if m > 0 and gemm == "cutlass" and n % 4 == 0:
@@ -617,15 +639,17 @@ class RealBackend:
         self.ops.check_float_matrix(g_y, "g_y")
         w, g = _aligned(w), _aligned(g_y)
         key, step = _key_arg(hq.key)
+        # int8 codes where their GEMM is the INT8 one (which ignores the column scales)
+        fp8 = self._gx_route(g.device, hq.bits == 4, *g.shape, w.shape[1], weight_codes.gx_dtype) == "fp8"
         *w_out, codes, scale = self.ops.hq_quantize_weight_and_grad_output(
             w,
             g,
             hq.block,
             hq.bits,
-            self._fp8_codes(w.device, hq.bits, *w.shape),
+            self._fp8_codes(w.device, hq.bits, *w.shape) and fp8,
             column_scales,
             key,
-            self._fp8_codes(g.device, hq.bits, g.shape[-1]),
+            self._fp8_codes(g.device, hq.bits, g.shape[-1]) and fp8,
             step,
             hash_rounds(hq.hash),
         )
@@ -667,8 +691,8 @@ class RealBackend:
             hq.bits,
             hq.granularity == "per_token",
             hq_key,
-            self._fp8_codes(device, hq.bits, out_f),
-            self._fp8_codes(device, hq.bits, out_f, in_f),
+            self._fp8_codes(device, hq.bits, out_f) and gx_route == "fp8",  # int8 codes for the INT8 routes
+            self._fp8_codes(device, hq.bits, out_f, in_f) and gx_route == "fp8",
             gx_route,
             gx_dtype,
             windows,
@@ -699,7 +723,7 @@ class RealBackend:
         backward has it), which :meth:`hq_matmul` takes, so the g_x chain launches no kernel to make them (the same
         bits: one float multiply by the same factor)."""
         columns = self._gx_columns_from_quantiser(g_y, weight, hq, gx_dtype)
-        weight_codes = WeightCodes(self, weight, hq, columns)
+        weight_codes = WeightCodes(self, weight, hq, columns, gx_dtype)
         return layer_gradients_in_parts(self, g_y, weight, x_codes_from, hq, hla, gx_dtype, column_sums, weight_codes)
 
     def _gx_columns_from_quantiser(
@@ -708,7 +732,8 @@ class RealBackend:
         """Whether :meth:`_layer_gradients_in_parts` takes W's column scales from its quantiser: g_x on the FP8 route
         (4-bit codes) with g_y's per-token scales, on the kernels' quantisers, and more than one token (one token's
         one scale and W's one make ``fp8_matmul`` tensor-wise, another epilogue than the row-wise one I column
-        scales would take)."""
+        scales would take). Codes made alone are e4m3 there, whatever the product's size; where the shared W/HQ
+        launch writes int8 codes for the INT8 GEMM, that GEMM ignores the column scales."""
         return (
             g_y.is_cuda
             and g_y.dim() == 2
@@ -717,7 +742,7 @@ class RealBackend:
             and hq.bits == 4
             and hq.granularity == "per_token"
             and g_y.shape[0] > 1
-            and self._gx_route(g_y.device, True, g_y.shape[0], weight.shape[1]) == "fp8"
+            and self._gx_route(g_y.device, True, *g_y.shape, weight.shape[1], gx_dtype, e4m3=True) == "fp8"
         )
 
     def _one_call_gx_route(
@@ -739,7 +764,7 @@ class RealBackend:
             and _one_hash(hq, hla)
         ):
             return None
-        route = self._gx_route(g_y.device, hq.bits == 4, g_y.shape[0], weight.shape[1])
+        route = self._gx_route(g_y.device, hq.bits == 4, *g_y.shape, weight.shape[1], gx_dtype)
         return None if route == "reference" else route
 
     def grad_output_bytes(self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec) -> int:

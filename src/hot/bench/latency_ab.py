@@ -7,7 +7,8 @@ each on a stream of their own, their quantisers alone); ``pair_only`` and ``w_on
 ``full_grid`` (where the build has the sm_90a GEMM), ``hot`` with the g_w GEMM on CUTLASS's full persistent grid in
 place of its balanced one (:func:`hot.backends.real.sm90_balanced_grid`); ``no_pdl`` (the same builds), ``hot`` with
 the sm_90a GEMMs launched after the kernel before them ends, not as its programmatic dependents
-(:func:`hot.backends.real.sm90_programmatic_launch`).
+(:func:`hot.backends.real.sm90_programmatic_launch`); ``fp8_gx``, ``hot`` with every 4-bit g_x GEMM on cuBLAS's
+FP8 kernel, the small products' sm_90a INT8 one off (``RealBackend.small_gx_macs`` 0).
 The variants are then timed in turn, round after round (GPU time, the launch hidden behind a busy-wait), so clock
 drift and other tenants land on all of them alike; each row reports the median over rounds of each round's median.
 
@@ -86,6 +87,12 @@ def main(out: str, rounds: int = 7, timelines: tuple[str, ...] = ()) -> None:
             with sm90_programmatic_launch(backend, False):  # as is the launch's dependency
                 runs["no_pdl"], mode = replayable(_hot(backend, g_y, w, x, tokens)["hot"])
             assert mode == "graph", ("no_pdl", mode)
+            small, backend.small_gx_macs = backend.small_gx_macs, 0  # and the g_x GEMM's route
+            try:
+                runs["fp8_gx"], mode = replayable(_hot(backend, g_y, w, x, tokens)["hot"])
+            finally:
+                backend.small_gx_macs = small
+            assert mode == "graph", ("fp8_gx", mode)
         times: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(rounds):
             for name, run in runs.items():

@@ -490,15 +490,15 @@ def test_weight_and_grad_output_codes_in_one_launch_equal_the_two_quantisers(
 ) -> None:
     """W's code pass and g_y's per-token HQ rows in one launch (after W's statistics pass): W's codes, scale and
     column scales and g_y's codes and scales bit for bit as hq_quantize_weight and hq_quantize_grad_output make
-    them (the codes' values: int8 where the g_x GEMM is the INT8 one, e4m3 where it is the FP8 one)."""
+    them (the codes' values: int8 where WeightCodes asks for the INT8 g_x GEMM's, else e4m3 for the FP8 one)."""
     from hot.backends.real import WeightCodes
 
     real = RealBackend()
     hq = HQSpec(16, 4, "per_token", hash_key(7, 1, 3, Stream.GX_GRAD_OUTPUT))
     w = (_randn(out_f, in_f, seed=out_f) * 0.02).to(w_dtype).to(CUDA)
     g_y = _randn(rows, out_f, seed=rows, dtype=g_dtype).to(CUDA)
-    for gx_dtype in (torch.float32, torch.bfloat16):  # int8 codes for a small float32 g_x, else e4m3 ones
-        w_codes = WeightCodes(real, w, hq, columns, gx_dtype)
+    for int8 in (False, True):  # e4m3 codes for the FP8 g_x GEMM, or int8 ones for the sm_90a INT8 GEMM
+        w_codes = WeightCodes(real, w, hq, columns, int8)
         assert real._weight_with_grad_output(w_codes, g_y, hq)
         names = _cuda_kernels(lambda w_codes=w_codes: real._weight_and_grad_output_codes(w_codes, g_y, hq))
         assert len(names) == 2 and _launches(names, "sawb_partials")
@@ -508,8 +508,7 @@ def test_weight_and_grad_output_codes_in_one_launch_equal_the_two_quantisers(
         for got, want in zip((*w_got, *g_got), (*w_want, *g_want), strict=True):
             assert _same_codes(got, want)
             assert getattr(got, "_hot_4bit_codes", False) == getattr(want, "_hot_4bit_codes", False)
-        fp8 = real._gx_route(g_y.device, True, rows, out_f, in_f, gx_dtype) == "fp8"
-        assert fp8 is (gx_dtype != torch.float32 or not real._sm90_available(torch.cuda.current_device()))
+        fp8 = not int8 and real._gx_gemm(g_y.device) == "cublas"
         assert w_got[0].dtype == g_got[0].dtype == (torch.float8_e4m3fn if fp8 else torch.int8)
 
 
@@ -1157,6 +1156,8 @@ BF16, F32 = torch.bfloat16, torch.float32
         (394, 96, 64, {"rounding_hash": "fmix32"}, "auto", BF16, True, ("fp8", "int8_sm90")),
         (394, 96, 64, {"rounding_hash": "fmix32"}, "auto", F32, True, ("int8_sm90", "int8_sm90")),
         (3152, 768, 3072, {}, "auto", F32, True, ("fp8", "int8_sm90")),  # 7.4 G MACs: the FP8 GEMM, per token
+        # per tensor: a captured backward quantises W and g_y alone (e4m3), so the one call keeps the FP8 GEMM too
+        (394, 96, 64, {"gx_granularity": "per_tensor"}, "auto", F32, True, ("fp8", "int8_sm90")),
         (3152, 768, 3072, {"rounding_hash": "fmix32", "gx_granularity": "per_tensor"}, "auto", BF16, True,
          ("fp8", "int8_sm90")),
     ],
@@ -1240,6 +1241,31 @@ def test_a_layer_backward_in_one_call_equals_its_calls_one_by_one(
     torch.cuda.synchronize()
     for a, b in zip(captured, want, strict=True):
         assert a is None or torch.equal(a, b)
+
+
+def test_int8_g_x_codes_only_where_eager_and_captured_backwards_both_take_the_int8_gemm() -> None:
+    """A small float32 g_x with per-token scales takes the sm_90a INT8 GEMM on int8 codes, eager (the one call) and
+    captured (W's launch shared with g_y's HQ rows) alike; where a captured backward quantises W or g_y alone (per
+    tensor), for bf16 g_x, at training sizes and where g_w has no GEMM off the reference, both keep e4m3 codes."""
+    from hot.methods import Keys, layer_specs
+
+    real = RealBackend()
+    if not real._sm90_available(torch.cuda.current_device()):
+        pytest.skip("this build has no sm_90a GEMM")
+    specs = layer_specs(HOTConfig(hla_blocking="paper"), 96, _paper(197), Keys(7, 1, 3))
+    tensor_wise = HOTConfig(hla_blocking="paper", gx_granularity="per_tensor")
+    per_tensor = layer_specs(tensor_wise, 96, _paper(197), Keys(7, 1, 3))
+    hq, gy = specs.grad_output, specs.grad_output_hla
+    g_y, w = torch.zeros(394, 96, device=CUDA), torch.zeros(96, 64, device=CUDA)
+    assert real._int8_gx_codes(g_y, w, hq, gy, torch.float32)
+    assert not real._int8_gx_codes(g_y, w, hq, gy, torch.bfloat16)
+    assert per_tensor.grad_output.granularity == "per_tensor"
+    assert not real._int8_gx_codes(g_y, w, per_tensor.grad_output, per_tensor.grad_output_hla, torch.float32)
+    assert not real._int8_gx_codes(g_y, torch.zeros(96, 62, device=CUDA), hq, gy, torch.float32)  # I % 4: no g_w GEMM
+    big = layer_specs(HOTConfig(hla_blocking="paper"), 768, _paper(197), Keys(7, 1, 3))
+    g_big, w_big = torch.zeros(3152, 768, device=CUDA), torch.zeros(768, 3072, device=CUDA)
+    assert not real._int8_gx_codes(g_big, w_big, big.grad_output, big.grad_output_hla, torch.float32)
+    assert not RealBackend(gemm="cublas")._int8_gx_codes(g_y, w, hq, gy, torch.float32)
 
 
 def test_a_capture_on_a_side_stream_still_forks(monkeypatch) -> None:

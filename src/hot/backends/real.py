@@ -81,7 +81,8 @@ _E4M3 = torch.float8_e4m3fn
 # dequantising epilogue, launched as a programmatic dependent) rather than cuBLAS's FP8 GEMM, where the build has the
 # former: faster at each of the latency figure's 16 g_x shapes on an H200, by 0.2-4.1 us (kernels/results/
 # h200_2026-11-29_s18/gx_route_29e300a.json). Larger products, bf16/fp16 g_x (the FP8 GEMM writes them in its
-# epilogue; the INT8 one writes float32) and codes already e4m3 (a quantiser called alone) keep the FP8 GEMM.
+# epilogue; the INT8 one writes float32) and codes already e4m3 (a quantiser called alone) keep the FP8 GEMM. Only
+# the launches that make W's and g_y's codes together write int8 ones (RealBackend._int8_gx_codes).
 _SMALL_GX_MACS = 1 << 30
 _4BIT = "_hot_4bit_codes"
 _REFERENCE = ReferenceBackend()
@@ -162,7 +163,9 @@ class WeightCodes:
     weight: torch.Tensor
     spec: HQSpec
     column_scales: bool
-    gx_dtype: torch.dtype = torch.float32  # the g_x GEMM's output: with g_y's HQ codes it decides their format
+    # In one launch with g_y's HQ codes, both as int8 codes for the sm_90a INT8 g_x GEMM (else e4m3 where the FP8
+    # GEMM reads them): RealBackend._int8_gx_codes, which the eager one-call backward follows too
+    int8_codes: bool = False
 
     def __call__(self) -> tuple[torch.Tensor, ...]:
         return self.backend._weight_codes(self.weight, self.spec, self.column_scales)
@@ -639,8 +642,7 @@ class RealBackend:
         self.ops.check_float_matrix(g_y, "g_y")
         w, g = _aligned(w), _aligned(g_y)
         key, step = _key_arg(hq.key)
-        # int8 codes where their GEMM is the INT8 one (which ignores the column scales)
-        fp8 = self._gx_route(g.device, hq.bits == 4, *g.shape, w.shape[1], weight_codes.gx_dtype) == "fp8"
+        fp8 = not weight_codes.int8_codes  # int8 codes for the INT8 GEMM, which ignores the column scales
         *w_out, codes, scale = self.ops.hq_quantize_weight_and_grad_output(
             w,
             g,
@@ -723,7 +725,8 @@ class RealBackend:
         backward has it), which :meth:`hq_matmul` takes, so the g_x chain launches no kernel to make them (the same
         bits: one float multiply by the same factor)."""
         columns = self._gx_columns_from_quantiser(g_y, weight, hq, gx_dtype)
-        weight_codes = WeightCodes(self, weight, hq, columns, gx_dtype)
+        int8 = self._int8_gx_codes(g_y, weight, hq, hla, gx_dtype)
+        weight_codes = WeightCodes(self, weight, hq, columns, int8)
         return layer_gradients_in_parts(self, g_y, weight, x_codes_from, hq, hla, gx_dtype, column_sums, weight_codes)
 
     def _gx_columns_from_quantiser(
@@ -746,11 +749,22 @@ class RealBackend:
         )
 
     def _one_call_gx_route(
-        self, g_y: torch.Tensor, weight: torch.Tensor, hq: HQSpec, hla: HLASpec, gx_dtype: torch.dtype
+        self,
+        g_y: torch.Tensor,
+        weight: torch.Tensor,
+        hq: HQSpec,
+        hla: HLASpec,
+        gx_dtype: torch.dtype,
+        capturing: bool | None = None,
     ) -> str | None:
         """The g_x GEMM route where :meth:`layer_gradients` can run as one call (given a g_w route off the
         reference GEMM), else None: 2-D CUDA tensors, the kernels' quantisers (the per-channel HQ and per-token HLA
-        scales, and blocks other than 16, are the reference's), g_x on the kernels or torch's FP8 GEMM, one stream."""
+        scales, and blocks other than 16, are the reference's), g_x on the kernels or torch's FP8 GEMM, one stream
+        (``capturing``: whether a CUDA graph is being captured, by default the current stream's state). The sm_90a
+        INT8 GEMM only where a captured backward takes it too (:meth:`_int8_gx_codes`), so eager and captured steps
+        give the same bits."""
+        if capturing is None:
+            capturing = torch.cuda.is_current_stream_capturing()
         if not (
             g_y.is_cuda
             and g_y.dim() == 2
@@ -760,12 +774,26 @@ class RealBackend:
             and hla.windows.block == 16
             and hla.granularity != "per_token"
             and not self.fuses_grad_output(g_y, hq, hla)
-            and not (self.side_stream and torch.cuda.is_current_stream_capturing())
+            and not (self.side_stream and capturing)
             and _one_hash(hq, hla)
         ):
             return None
-        route = self._gx_route(g_y.device, hq.bits == 4, *g_y.shape, weight.shape[1], gx_dtype)
+        # a captured backward makes int8 codes only in the launch W's codes share with g_y's per-token HQ rows
+        shared = hq.granularity == "per_token" and self.ops.weight_and_grad_output_in_one_launch(hq.block, g_y.shape[1])
+        route = self._gx_route(g_y.device, hq.bits == 4, *g_y.shape, weight.shape[1], gx_dtype, e4m3=not shared)
         return None if route == "reference" else route
+
+    def _int8_gx_codes(
+        self, g_y: torch.Tensor, weight: torch.Tensor, hq: HQSpec, hla: HLASpec, gx_dtype: torch.dtype
+    ) -> bool:
+        """Whether a layer's backward makes g_x's codes (W's and g_y's HQ ones) as int8 codes for the sm_90a INT8
+        GEMM: where its eager one-call backward takes that GEMM. A captured backward then makes them in the launch W
+        shares with g_y's HQ rows (:class:`WeightCodes`'s ``int8_codes``); everywhere else the codes are e4m3 and the
+        FP8 GEMM reads them as they are."""
+        if self._one_call_gx_route(g_y, weight, hq, hla, gx_dtype, capturing=False) != "int8_sm90":
+            return False
+        # the one call needs a g_w GEMM off the reference too (else the eager backward is the calls one by one)
+        return self._gw_route(g_y.device, g_y.shape[1], 1, weight.shape[1]) != "reference"
 
     def grad_output_bytes(self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec) -> int:
         """Device-memory bytes :meth:`quantize_grad_output` reads and writes (its kernels, not the minimum)."""

@@ -992,6 +992,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("hla_quantize_pair", &hla_quantize_pair);
   m.def("hla_pair_in_one_launch", &hla_pair_in_one_launch);
   m.def("set_hla_one_launch", &hot::set_hla_one_launch);
+  m.def("set_hla_rolled_transform", &hot::set_hla_rolled_transform);
   m.def("hla_project", &hla_project);
   m.def("hla_unproject", &hla_unproject);
   m.def("quantize_grad_output", &quantize_grad_output);

@@ -123,6 +123,9 @@ bool hla_pair_in_one_launch(const HlaQuantizeCall& a, const HlaQuantizeCall& b);
 // Whether hla_quantize may take its one-launch path where it fits (default on): off, every call takes the two
 // passes, for A/B tests and timings in one process.
 void set_hla_one_launch(bool enabled);
+// The one-launch HLA quantisers' phase 1 as a loop over a unit's channels (enabled, the default) or unrolled:
+// process-wide, for A/B timings (the same bits either way).
+void set_hla_rolled_transform(bool enabled);
 
 // LBP-WHT's projection in floating point: P t (float32 R x C, row-major, rows as hla_quantize's codes_t columns),
 // and its transpose Pᵀ p / 16 back at the windows' positions with prefix rows / 4 (float32 L x C, p: R x C).

@@ -850,6 +850,7 @@ __global__ void __launch_bounds__(kHlaThreads)
 
 constexpr int kMaxDevices = 64;
 std::atomic<bool> hla_one_launch_enabled{true};
+std::atomic<bool> hla_rolled_transform_enabled{true};
 
 // How many CTAs of `kernel` (`threads` threads, static shared memory) the current device holds at once, 0 where it
 // takes no cooperative launch: found once a device and kernel (a template on the kernel itself, not its type: the
@@ -911,8 +912,55 @@ struct HlaOneLaunchArgs {  // one tensor's
   ColumnSums sums;
 };
 
-// The quantiser's work for tile `block` of the `blocks` tiles of p.t, the grid-wide barrier included.
-template <typename T, int Vec, bool Stochastic>
+// Phase 1 of a unit with one copy of the transform's code for its Vec channels: the raw slots are staged in the
+// thread's own place of the tile (slot k at tile row k), then a loop that is not unrolled transforms one channel at a
+// time and parks its kept rows in place (row k at tile row rows.slot[k] <= k, after all 16 are read), taking the amax
+// and the unit sum on the way. The same arithmetic as hla_load + hla_park, so the same bits. Where a small tensor's
+// CTAs run one to an SM and the unrolled code runs once, the SM stalls on instruction fetch (ncu's source counters on
+// the latency figure's pair launch, h200_2026-11-29_s19); a loop's body is fetched once for the Vec channels.
+template <typename T, int Vec>
+__device__ __forceinline__ void hla_transform_parked(const T* __restrict__ t, const HlaShape& sh, int64_t sb,
+                                                     int64_t c, const HlaRows& rows, float* tile, float& m,
+                                                     float (&unit_sum)[Vec]) {
+  constexpr int kCols = HlaTile<Vec>::kCols;
+  const HlaUnit u = hla_unit_at(sh, sb);
+  const bool prefix = sb >= sh.window_units;
+  float* dst = tile + (threadIdx.x / kTileGroups) * HlaTile<Vec>::kStride + (threadIdx.x % kTileGroups) * Vec;
+  {
+    float v[Vec][kHla];
+    hla_load_raw<T, Vec>(t, sh, u, c, v);
+#pragma unroll
+    for (int k = 0; k < kHla; ++k) {
+      if constexpr (Vec == 4) {
+        *reinterpret_cast<float4*>(dst + k * kCols) = make_float4(v[0][k], v[1][k], v[2][k], v[3][k]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < Vec; ++i) dst[k * kCols + i] = v[i][k];
+      }
+    }
+  }
+#pragma unroll 1
+  for (int i = 0; i < Vec; ++i) {
+    float w[kHla];
+#pragma unroll
+    for (int k = 0; k < kHla; ++k) w[k] = dst[k * kCols + i];
+    hla_transform_channel(u.prefix, w);
+    const float sum = prefix ? __fmul_rn(w[0], 0.25f) : w[0];
+#pragma unroll
+    for (int j = 0; j < Vec; ++j) unit_sum[j] = j == i ? sum : unit_sum[j];  // registers, not a local array
+#pragma unroll
+    for (int k = 0; k < kHla; ++k) {
+      if (rows.mask >> k & 1u) {
+        m = amax_of(m, fabsf(w[k]));
+        dst[rows.slot[k] * kCols + i] = w[k];
+      }
+    }
+  }
+}
+
+// The quantiser's work for tile `block` of the `blocks` tiles of p.t, the grid-wide barrier included (Rolled: phase
+// 1 by hla_transform_parked).
+template <typename T, int Vec, bool Stochastic, bool Rolled>
 __device__ __forceinline__ void hla_one_launch_block(const HlaOneLaunchArgs<T>& p, unsigned block, unsigned blocks,
                                                      float* tile, uint32_t& tensor_amax) {
   const HlaShape& sh = p.sh;
@@ -922,7 +970,9 @@ __device__ __forceinline__ void hla_one_launch_block(const HlaOneLaunchArgs<T>& 
   {
     int64_t sb, c;
     hla_unit(sh, Vec, block, sb, c);
-    if (sb >= 0) {
+    if constexpr (Rolled) {
+      if (sb >= 0) hla_transform_parked<T, Vec>(p.t, sh, sb, c, p.rows, tile, m, unit_sum);
+    } else if (sb >= 0) {
       float v[Vec][kHla];
       hla_load<T, Vec>(p.t, sh, sb, c, v);
       const bool prefix = sb >= sh.window_units;
@@ -955,34 +1005,50 @@ __device__ __forceinline__ void hla_one_launch_block(const HlaOneLaunchArgs<T>& 
   }
 }
 
-template <typename T, int Vec, bool Stochastic>
+template <typename T, int Vec, bool Stochastic, bool Rolled>
 __global__ void __launch_bounds__(kHlaThreads) hla_quantize_one_launch(HlaOneLaunchArgs<T> p) {
   __shared__ __align__(16) float tile[HlaTile<Vec>::kFloats];
   __shared__ uint32_t tensor_amax;
-  hla_one_launch_block<T, Vec, Stochastic>(p, blockIdx.x, gridDim.x, tile, tensor_amax);
+  hla_one_launch_block<T, Vec, Stochastic, Rolled>(p, blockIdx.x, gridDim.x, tile, tensor_amax);
 }
 
 // Two tensors' quantisers in one cooperative launch: CTAs [0, tiles_a) quantise a, the others b, one barrier for
 // all. In a backward that makes x's codes, x's and g_y's quantisers are then one node of the captured graph, with
 // the g_w GEMM after it on the same stream: no third stream to fork, no wait across streams before the GEMM.
-template <typename T, int Vec, bool StochasticA, bool StochasticB>
+template <typename T, int Vec, bool StochasticA, bool StochasticB, bool Rolled>
 __global__ void __launch_bounds__(kHlaThreads)
     hla_quantize_pair_one_launch(HlaOneLaunchArgs<T> a, unsigned tiles_a, HlaOneLaunchArgs<T> b) {
   __shared__ __align__(16) float tile[HlaTile<Vec>::kFloats];
   __shared__ uint32_t tensor_amax;
   if (blockIdx.x < tiles_a) {
-    hla_one_launch_block<T, Vec, StochasticA>(a, blockIdx.x, tiles_a, tile, tensor_amax);
+    hla_one_launch_block<T, Vec, StochasticA, Rolled>(a, blockIdx.x, tiles_a, tile, tensor_amax);
   } else {
-    hla_one_launch_block<T, Vec, StochasticB>(b, blockIdx.x - tiles_a, gridDim.x - tiles_a, tile, tensor_amax);
+    hla_one_launch_block<T, Vec, StochasticB, Rolled>(b, blockIdx.x - tiles_a, gridDim.x - tiles_a, tile,
+                                                      tensor_amax);
   }
 }
 
 // Whether hla_quantize runs hla_quantize_one_launch for t's shape (per-tensor scale, every tile resident).
+// f(kernel) for hla_quantize_one_launch<T, Vec, stochastic, rolled> as a compile-time constant (resident_ctas takes
+// its kernel as a template argument); rolled where set_hla_rolled_transform has it (a unit of 4 channels).
+template <typename T, int Vec, typename F>
+decltype(auto) with_one_launch_kernel(bool stochastic, F&& f) {
+  using Kernel = void (*)(HlaOneLaunchArgs<T>);
+  if constexpr (Vec > 1) {  // a unit of one channel has nothing to roll
+    if (hla_rolled_transform_enabled.load(std::memory_order_relaxed)) {
+      if (stochastic) return f(std::integral_constant<Kernel, &hla_quantize_one_launch<T, Vec, true, true>>{});
+      return f(std::integral_constant<Kernel, &hla_quantize_one_launch<T, Vec, false, true>>{});
+    }
+  }
+  if (stochastic) return f(std::integral_constant<Kernel, &hla_quantize_one_launch<T, Vec, true, false>>{});
+  return f(std::integral_constant<Kernel, &hla_quantize_one_launch<T, Vec, false, false>>{});
+}
+
 template <typename T, int Vec>
 bool hla_takes_one_launch(unsigned tiles, bool per_channel, bool stochastic) {
   if (per_channel || !hla_one_launch_enabled.load(std::memory_order_relaxed)) return false;
-  return tiles <= (stochastic ? resident_ctas<hla_quantize_one_launch<T, Vec, true>>(kHlaThreads)
-                              : resident_ctas<hla_quantize_one_launch<T, Vec, false>>(kHlaThreads));
+  return with_one_launch_kernel<T, Vec>(
+      stochastic, [&](auto kernel) { return tiles <= resident_ctas<decltype(kernel)::value>(kHlaThreads); });
 }
 
 constexpr int kSumCols = 32;  // column_sums_finish: columns per block
@@ -1010,9 +1076,9 @@ void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool
   if (one_launch) {
     const auto ctas = static_cast<unsigned>(tiles);
     const HlaOneLaunchArgs<T> args{t, sh, rows, qmax, key, amax_bits, codes_t, scale, sums};
-    const cudaError_t launched =
-        stochastic ? launch_cooperative(hla_quantize_one_launch<T, Vec, true>, ctas, kHlaThreads, stream, args)
-                   : launch_cooperative(hla_quantize_one_launch<T, Vec, false>, ctas, kHlaThreads, stream, args);
+    const cudaError_t launched = with_one_launch_kernel<T, Vec>(stochastic, [&](auto kernel) {
+      return launch_cooperative(decltype(kernel)::value, ctas, kHlaThreads, stream, args);
+    });
     if (launched != cudaErrorCooperativeLaunchTooLarge) return;
     // Fewer SMs than the device reports (MPS, a partitioned context): the two passes, on a zeroed amax word.
     (void)cudaGetLastError();
@@ -1535,6 +1601,10 @@ HlaScratch hla_quantize_scratch(InType type, int64_t length, int64_t channels, c
 
 void set_hla_one_launch(bool enabled) { hla_one_launch_enabled.store(enabled, std::memory_order_relaxed); }
 
+void set_hla_rolled_transform(bool enabled) {
+  hla_rolled_transform_enabled.store(enabled, std::memory_order_relaxed);
+}
+
 void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, const HlaWindows& windows,
                   const int* rows, int rank, int qmax, bool per_channel, bool stochastic, HashKey key, int8_t* codes_t,
                   float* scale, const HlaScratch& scratch, uint32_t* amax_bits, const ColumnSums& sums,
@@ -1549,19 +1619,27 @@ void hla_quantize(const void* t, InType type, int64_t length, int64_t channels, 
 
 namespace {
 
-// The pair kernel for inputs of type T and a's and b's roundings, as a compile-time constant (resident_ctas takes
-// its kernel as a template argument).
-template <typename T, bool StochasticA, bool StochasticB>
+// The pair kernel for inputs of type T, a's and b's roundings and phase 1's form, as a compile-time constant
+// (resident_ctas takes its kernel as a template argument).
+template <typename T, bool StochasticA, bool StochasticB, bool Rolled>
 using PairKernel = std::integral_constant<void (*)(HlaOneLaunchArgs<T>, unsigned, HlaOneLaunchArgs<T>),
-                                          &hla_quantize_pair_one_launch<T, 4, StochasticA, StochasticB>>;
+                                          &hla_quantize_pair_one_launch<T, 4, StochasticA, StochasticB, Rolled>>;
 
-// f(PairKernel<T, stochastic_a, stochastic_b>{}).
+template <typename T, bool Rolled, typename F>
+void with_pair_kernel_of(bool stochastic_a, bool stochastic_b, F&& f) {
+  if (stochastic_a && stochastic_b) return f(PairKernel<T, true, true, Rolled>{});
+  if (stochastic_a) return f(PairKernel<T, true, false, Rolled>{});
+  if (stochastic_b) return f(PairKernel<T, false, true, Rolled>{});
+  return f(PairKernel<T, false, false, Rolled>{});
+}
+
+// f(PairKernel<T, stochastic_a, stochastic_b, rolled>{}), rolled where set_hla_rolled_transform has it.
 template <typename T, typename F>
 void with_pair_kernel(bool stochastic_a, bool stochastic_b, F&& f) {
-  if (stochastic_a && stochastic_b) return f(PairKernel<T, true, true>{});
-  if (stochastic_a) return f(PairKernel<T, true, false>{});
-  if (stochastic_b) return f(PairKernel<T, false, true>{});
-  return f(PairKernel<T, false, false>{});
+  if (hla_rolled_transform_enabled.load(std::memory_order_relaxed)) {
+    return with_pair_kernel_of<T, true>(stochastic_a, stochastic_b, f);
+  }
+  with_pair_kernel_of<T, false>(stochastic_a, stochastic_b, f);
 }
 
 }  // namespace

@@ -70,6 +70,7 @@ __all__ = [
     "hash_uniform",
     "hash_uniform_built",
     "hla_one_launch",
+    "hla_rolled_transform",
     "load_ops",
     "mark_4bit",
     "sm90_balanced_grid",
@@ -115,6 +116,13 @@ def hla_one_launch(backend: RealBackend, enabled: bool) -> contextlib.AbstractCo
     """Within: the compiled HLA quantiser takes its one-launch path where a tensor fits (``enabled``, the default) or
     always its two passes; on again after. Process-wide, for A/B tests and timings in one process."""
     return _kernel_setting(backend.ops.set_hla_one_launch, enabled)
+
+
+def hla_rolled_transform(backend: RealBackend, enabled: bool) -> contextlib.AbstractContextManager[None]:
+    """Within: the one-launch HLA quantisers transform a unit's channels in a loop (``enabled``, the default: one copy
+    of the code, which an SM running one CTA fetches once) or unrolled; on again after. The same bits either way.
+    Process-wide, for A/B timings."""
+    return _kernel_setting(backend.ops.set_hla_rolled_transform, enabled)
 
 
 def sm90_balanced_grid(backend: RealBackend, enabled: bool) -> contextlib.AbstractContextManager[None]:
@@ -778,9 +786,12 @@ class RealBackend:
             and _one_hash(hq, hla)
         ):
             return None
-        # a captured backward makes int8 codes only in the launch W's codes share with g_y's per-token HQ rows
-        shared = hq.granularity == "per_token" and self.ops.weight_and_grad_output_in_one_launch(hq.block, g_y.shape[1])
-        route = self._gx_route(g_y.device, hq.bits == 4, *g_y.shape, weight.shape[1], gx_dtype, e4m3=not shared)
+        route = self._gx_route(g_y.device, hq.bits == 4, *g_y.shape, weight.shape[1], gx_dtype)
+        if route == "int8_sm90" and not (
+            # a captured backward makes int8 codes only in the launch W's codes share with g_y's per-token HQ rows
+            hq.granularity == "per_token" and self.ops.weight_and_grad_output_in_one_launch(hq.block, g_y.shape[1])
+        ):
+            route = "fp8"
         return None if route == "reference" else route
 
     def _int8_gx_codes(

@@ -8,7 +8,9 @@ each on a stream of their own, their quantisers alone); ``pair_only`` and ``w_on
 place of its balanced one (:func:`hot.backends.real.sm90_balanced_grid`); ``no_pdl`` (the same builds), ``hot`` with
 the sm_90a GEMMs launched after the kernel before them ends, not as its programmatic dependents
 (:func:`hot.backends.real.sm90_programmatic_launch`); ``fp8_gx``, ``hot`` with every 4-bit g_x GEMM on cuBLAS's
-FP8 kernel, the small products' sm_90a INT8 one off (``RealBackend.small_gx_macs`` 0).
+FP8 kernel, the small products' sm_90a INT8 one off (``RealBackend.small_gx_macs`` 0); ``unrolled`` (any build),
+``hot`` with the one-launch HLA quantisers' transform unrolled over a unit's channels
+(:func:`hot.backends.real.hla_rolled_transform`).
 The variants are then timed in turn, round after round (GPU time, the launch hidden behind a busy-wait), so clock
 drift and other tenants land on all of them alike; each row reports the median over rounds of each round's median.
 
@@ -26,7 +28,13 @@ import sys
 import torch
 
 from ..backends import HLASpec, HQSpec, InputCodes, layer_gradients_in_parts
-from ..backends.real import RealBackend, WeightCodes, sm90_balanced_grid, sm90_programmatic_launch
+from ..backends.real import (
+    RealBackend,
+    WeightCodes,
+    hla_rolled_transform,
+    sm90_balanced_grid,
+    sm90_programmatic_launch,
+)
 from ..paper import paper_values
 from ..results import write_json_atomic
 from .latency import _cublas, _hot, hot_specs
@@ -93,6 +101,9 @@ def main(out: str, rounds: int = 7, timelines: tuple[str, ...] = ()) -> None:
             finally:
                 backend.small_gx_macs = small
             assert mode == "graph", ("fp8_gx", mode)
+        with hla_rolled_transform(backend, False):  # the kernel is chosen when the graph is captured
+            runs["unrolled"], mode = replayable(_hot(backend, g_y, w, x, tokens)["hot"])
+        assert mode == "graph", ("unrolled", mode)
         times: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(rounds):
             for name, run in runs.items():

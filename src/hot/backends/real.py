@@ -786,12 +786,15 @@ class RealBackend:
             and _one_hash(hq, hla)
         ):
             return None
-        route = self._gx_route(g_y.device, hq.bits == 4, *g_y.shape, weight.shape[1], gx_dtype)
+        device, out_f, in_f = g_y.device, g_y.shape[1], weight.shape[1]
+        route = self._gx_route(device, hq.bits == 4, *g_y.shape, in_f, gx_dtype)
+        # A captured backward makes int8 codes in the launch W's codes share with g_y's per-token HQ rows; where they
+        # cannot share it, the quantisers alone write e4m3 codes where K and N allow, and the FP8 GEMM reads them.
         if route == "int8_sm90" and not (
-            # a captured backward makes int8 codes only in the launch W's codes share with g_y's per-token HQ rows
-            hq.granularity == "per_token" and self.ops.weight_and_grad_output_in_one_launch(hq.block, g_y.shape[1])
+            hq.granularity == "per_token" and self.ops.weight_and_grad_output_in_one_launch(hq.block, out_f)
         ):
-            route = "fp8"
+            if self._fp8_codes(device, hq.bits, out_f) or self._fp8_codes(device, hq.bits, out_f, in_f):
+                route = "fp8"
         return None if route == "reference" else route
 
     def _int8_gx_codes(

@@ -1165,6 +1165,8 @@ BF16, F32 = torch.bfloat16, torch.float32
         (394, 96, 64, {"gx_bits": 8}, "auto", BF16, True, ("int8", "int8_sm90")),  # 8-bit g_x: the INT8 sm80 GEMM
         (394, 40, 32, {}, "auto", BF16, True, ("fp8", "int8_sm90")),  # O = 40: int8 g_y codes, converted (K 48)
         (394, 40, 32, {}, "auto", F32, True, ("int8_sm90", "int8_sm90")),  # O = 40: K padded to 48
+        # per tensor with O = 40: no shared launch, but the codes made alone are int8, so both paths take INT8
+        (394, 40, 32, {"gx_granularity": "per_tensor"}, "auto", F32, True, ("int8_sm90", "int8_sm90")),
         (394, 40, 24, {}, "auto", BF16, True, None),  # I = 24: no FP8 GEMM, so the calls one by one
         # a 14x14 grid and a class token in 4x4 windows: 129 rows a sample, R = 258, g_w's K padded to 272
         (394, 96, 64, {"hla_blocking": "spatial"}, "auto", BF16, True, ("fp8", "int8_sm90")),
@@ -1268,7 +1270,8 @@ def test_a_layer_backward_in_one_call_equals_its_calls_one_by_one(
 def test_int8_g_x_codes_only_where_eager_and_captured_backwards_both_take_the_int8_gemm() -> None:
     """A small float32 g_x with per-token scales takes the sm_90a INT8 GEMM on int8 codes, eager (the one call) and
     captured (W's launch shared with g_y's HQ rows) alike; where a captured backward quantises W or g_y alone (per
-    tensor), for bf16 g_x, at training sizes and where g_w has no GEMM off the reference, both keep e4m3 codes."""
+    tensor), for bf16 g_x and at training sizes, both keep e4m3 codes; where N is not a multiple of 16 neither has
+    an FP8 or INT8 g_x GEMM."""
     from hot.methods import Keys, layer_specs
 
     real = RealBackend()
@@ -1283,7 +1286,7 @@ def test_int8_g_x_codes_only_where_eager_and_captured_backwards_both_take_the_in
     assert not real._int8_gx_codes(g_y, w, hq, gy, torch.bfloat16)
     assert per_tensor.grad_output.granularity == "per_tensor"
     assert not real._int8_gx_codes(g_y, w, per_tensor.grad_output, per_tensor.grad_output_hla, torch.float32)
-    assert not real._int8_gx_codes(g_y, torch.zeros(96, 62, device=CUDA), hq, gy, torch.float32)  # I % 4: no g_w GEMM
+    assert not real._int8_gx_codes(g_y, torch.zeros(96, 62, device=CUDA), hq, gy, torch.float32)  # N % 16: reference
     big = layer_specs(HOTConfig(hla_blocking="paper"), 768, _paper(197), Keys(7, 1, 3))
     g_big, w_big = torch.zeros(3152, 768, device=CUDA), torch.zeros(768, 3072, device=CUDA)
     assert not real._int8_gx_codes(g_big, w_big, big.grad_output, big.grad_output_hla, torch.float32)

@@ -80,10 +80,12 @@ __all__ = [
 _E4M3 = torch.float8_e4m3fn
 # Below this many multiply-adds a float32 4-bit g_x GEMM on int8 codes runs on the sm_90a INT8 ping-pong kernel (its
 # dequantising epilogue, launched as a programmatic dependent) rather than cuBLAS's FP8 GEMM, where the build has the
-# former: faster at each of the latency figure's 16 g_x shapes on an H200, by 0.2-4.1 us (kernels/results/
-# h200_2026-11-29_s18/gx_route_29e300a.json). Larger products, bf16/fp16 g_x (the FP8 GEMM writes them in its
-# epilogue; the INT8 one writes float32) and codes already e4m3 (a quantiser called alone) keep the FP8 GEMM. Only
-# the launches that make W's and g_y's codes together write int8 ones (RealBackend._int8_gx_codes).
+# former: faster alone at each of the latency figure's 16 g_x shapes on an H200, by 0.2-4.1 us (kernels/results/
+# h200_2026-11-29_s18/gx_route_29e300a.json); in the captured backward slower on ResNet-50's layer2.conv2 and
+# layer4.conv2 (h200_2026-11-29_s19/ab_4cbc611.json), and 13 us faster summed over the 16. Larger products, bf16/fp16
+# g_x (the FP8 GEMM writes them in its epilogue; the INT8 one writes float32) and codes already e4m3 keep the FP8
+# GEMM. Where K and N are multiples of 16, only the launches that make W's and g_y's codes together write int8 codes
+# (RealBackend._int8_gx_codes); a quantiser called alone writes e4m3 ones.
 _SMALL_GX_MACS = 1 << 30
 _4BIT = "_hot_4bit_codes"
 _REFERENCE = ReferenceBackend()
@@ -802,12 +804,9 @@ class RealBackend:
     ) -> bool:
         """Whether a layer's backward makes g_x's codes (W's and g_y's HQ ones) as int8 codes for the sm_90a INT8
         GEMM: where its eager one-call backward takes that GEMM. A captured backward then makes them in the launch W
-        shares with g_y's HQ rows (:class:`WeightCodes`'s ``int8_codes``); everywhere else the codes are e4m3 and the
-        FP8 GEMM reads them as they are."""
-        if self._one_call_gx_route(g_y, weight, hq, hla, gx_dtype, capturing=False) != "int8_sm90":
-            return False
-        # the one call needs a g_w GEMM off the reference too (else the eager backward is the calls one by one)
-        return self._gw_route(g_y.device, g_y.shape[1], 1, weight.shape[1]) != "reference"
+        shares with g_y's HQ rows (:class:`WeightCodes`'s ``int8_codes``). Elsewhere the quantisers make them alone:
+        e4m3 where K and N are multiples of 16, which the FP8 GEMM reads as they are, else int8."""
+        return self._one_call_gx_route(g_y, weight, hq, hla, gx_dtype, capturing=False) == "int8_sm90"
 
     def grad_output_bytes(self, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec) -> int:
         """Device-memory bytes :meth:`quantize_grad_output` reads and writes (its kernels, not the minimum)."""

@@ -1028,7 +1028,6 @@ __global__ void __launch_bounds__(kHlaThreads)
   }
 }
 
-// Whether hla_quantize runs hla_quantize_one_launch for t's shape (per-tensor scale, every tile resident).
 // f(kernel) for hla_quantize_one_launch<T, Vec, stochastic, rolled> as a compile-time constant (resident_ctas takes
 // its kernel as a template argument); rolled where set_hla_rolled_transform has it (a unit of 4 channels).
 template <typename T, int Vec, typename F>
@@ -1044,6 +1043,7 @@ decltype(auto) with_one_launch_kernel(bool stochastic, F&& f) {
   return f(std::integral_constant<Kernel, &hla_quantize_one_launch<T, Vec, false, false>>{});
 }
 
+// Whether hla_quantize runs hla_quantize_one_launch for t's shape (per-tensor scale, every tile resident).
 template <typename T, int Vec>
 bool hla_takes_one_launch(unsigned tiles, bool per_channel, bool stochastic) {
   if (per_channel || !hla_one_launch_enabled.load(std::memory_order_relaxed)) return false;

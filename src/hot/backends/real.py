@@ -629,14 +629,18 @@ class RealBackend:
         w = weight_codes_from.weight
         return (
             weight_codes_from.spec == hq
-            and hq.granularity == "per_token"
             and w.is_cuda
             and w.device == g_y.device
             and w.dim() == 2
             and g_y.dim() == 2
             and g_y.shape[1] == w.shape[0]
-            and self.ops.weight_and_grad_output_in_one_launch(hq.block, g_y.shape[1])
+            and self._shares_weight_launch(g_y, hq)
         )
+
+    def _shares_weight_launch(self, g_y: torch.Tensor, hq: HQSpec) -> bool:
+        """Whether the kernels take W's code pass and 2-D g_y's HQ rows in one launch: per-token scales, rows the
+        launch takes."""
+        return hq.granularity == "per_token" and self.ops.weight_and_grad_output_in_one_launch(hq.block, g_y.shape[1])
 
     def _weight_and_grad_output_codes(
         self, weight_codes: WeightCodes, g_y: torch.Tensor, hq: HQSpec
@@ -792,9 +796,7 @@ class RealBackend:
         route = self._gx_route(device, hq.bits == 4, *g_y.shape, in_f, gx_dtype)
         # A captured backward makes int8 codes in the launch W's codes share with g_y's per-token HQ rows; where they
         # cannot share it, the quantisers alone write e4m3 codes where K and N allow, and the FP8 GEMM reads them.
-        if route == "int8_sm90" and not (
-            hq.granularity == "per_token" and self.ops.weight_and_grad_output_in_one_launch(hq.block, out_f)
-        ):
+        if route == "int8_sm90" and not self._shares_weight_launch(g_y, hq):
             if self._fp8_codes(device, hq.bits, out_f) or self._fp8_codes(device, hq.bits, out_f, in_f):
                 route = "fp8"
         return None if route == "reference" else route

@@ -45,12 +45,14 @@ def quantisers_as_data(
     backend: RealBackend, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, tokens: int
 ) -> tuple[HQSpec, HLASpec, WeightCodes, InputCodes]:
     """A figure layer's g_y specs (HQ, HLA) and its W and x as the captured backward reads them when they may share
-    launches with g_y's quantisers: W's codes with the FP8 GEMM's column scales where it takes them, x quantised."""
+    launches with g_y's quantisers: W's codes with the FP8 GEMM's column scales where it takes them, in the format
+    the captured backward asks of the shared launch (int8 for the sm_90a INT8 g_x GEMM), x quantised."""
     specs = hot_specs(w.shape[0], tokens)
-    hq = specs.grad_output
+    hq, hla = specs.grad_output, specs.grad_output_hla
     columns = backend._gx_columns_from_quantiser(g_y, w, hq, torch.float32)
-    w_codes, x_codes = WeightCodes(backend, w, hq, columns), InputCodes(backend, x, specs.input_hla)
-    return hq, specs.grad_output_hla, w_codes, x_codes
+    int8 = backend._int8_gx_codes(g_y, w, hq, hla, torch.float32)
+    w_codes, x_codes = WeightCodes(backend, w, hq, columns, int8), InputCodes(backend, x, specs.input_hla)
+    return hq, hla, w_codes, x_codes
 
 
 def _compositions(backend: RealBackend, g_y: torch.Tensor, w: torch.Tensor, x: torch.Tensor, tokens: int) -> dict:

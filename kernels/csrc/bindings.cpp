@@ -24,11 +24,17 @@ namespace {
 // c10::str crashed the process (SIGSEGV) instead of raising; string and enum operands raised normally.
 std::string num(int64_t v) { return std::to_string(v); }
 
-std::string shape_of(const at::Tensor& t) {
+std::string tuple_of(at::IntArrayRef v) {
   std::string s = "(";
-  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + num(t.size(i));
-  return s + (t.dim() == 1 ? ",)" : ")");
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + num(v[i]);
+  return s + (v.size() == 1 ? ",)" : ")");
 }
+
+std::string shape_of(const at::Tensor& t) { return tuple_of(t.sizes()); }
+std::string strides_of(const at::Tensor& t) { return tuple_of(t.strides()); }
+
+// Zero codes appended along K add nothing to an integer product.
+int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 void check_on_cuda(const at::Tensor& t, const char* name) {
   TORCH_CHECK_VALUE(t.is_cuda(), name, " must be a CUDA tensor, got device ", t.device());
@@ -300,6 +306,11 @@ std::pair<hot::InType, HlaArgs> hla_input(const at::Tensor& t, const std::vector
   return hla_shape(t, windows, rows);
 }
 
+// HLA codes_t (C, R) int8 as the kernels write them: a view of C rows hot::hla_codes_pitch(R) apart.
+at::Tensor hla_codes(int64_t channels, int64_t proj_rows, const at::TensorOptions& opts) {
+  return at::empty({channels, hot::hla_codes_pitch(proj_rows)}, opts.dtype(at::kChar)).narrow(1, 0, proj_rows);
+}
+
 // t checked, its outputs and scratch made, as hot::hla_quantize takes them.
 struct HlaOutputs {
   hot::InType type;
@@ -335,7 +346,7 @@ HlaOutputs hla_outputs(const at::Tensor& t, const std::vector<int64_t>& windows,
   const HlaArgs& h = out.hla;
   auto opts = t.options();
   out.t = t;
-  out.codes_t = at::empty({t.size(1), h.proj_rows}, opts.dtype(at::kChar));
+  out.codes_t = hla_codes(t.size(1), h.proj_rows, opts);
   out.scale = per_channel ? at::empty({t.size(1)}, opts.dtype(at::kFloat)) : at::empty({}, opts.dtype(at::kFloat));
   out.scratch = hot::hla_quantize_scratch(type, t.size(0), t.size(1), h.windows, h.rank(), per_channel, stochastic);
   out.amax = out.scratch.zeroed ? zeroed_scratch(out.scratch.words, opts)
@@ -346,8 +357,8 @@ HlaOutputs hla_outputs(const at::Tensor& t, const std::vector<int64_t>& windows,
   return out;
 }
 
-// (codes_t (C, R) int8 = the projection's codes transposed, scale (C) or (), column sums: float32 (C), t summed
-// over its L rows, with column_sums, else empty).
+// (codes_t (C, R) int8 = the projection's codes transposed, rows hot::hla_codes_pitch(R) apart, scale (C) or (),
+// column sums: float32 (C), t summed over its L rows, with column_sums, else empty).
 std::vector<at::Tensor> hla_quantize(const at::Tensor& t, const std::vector<int64_t>& windows,
                                      const std::vector<int64_t>& rows,
                                      int64_t bits, bool stochastic, bool per_channel,
@@ -463,7 +474,7 @@ std::vector<at::Tensor> quantize_grad_output(const at::Tensor& g_y, const std::v
   auto f32 = opts.dtype(at::kFloat);
   auto hq_codes = at::empty({length, channels}, opts.dtype(fp8 ? at::kFloat8_e4m3fn : at::kChar));
   auto hq_scale = per_token ? at::empty({length, 1}, f32) : at::empty({}, f32);
-  auto hla_codes_t = at::empty({channels, hla.proj_rows}, opts.dtype(at::kChar));
+  auto hla_codes_t = hla_codes(channels, hla.proj_rows, opts);
   auto hla_scale = per_channel ? at::empty({channels}, f32) : at::empty({}, f32);
   // One zeroed scratch for both amax arrays: a single memset.
   const int64_t hq_n = per_token ? length : 1, hla_n = per_channel ? channels : 1;
@@ -581,10 +592,16 @@ at::Tensor cutlass_gemm_s4(const at::Tensor& a, const at::Tensor& b) {
   return d;
 }
 
-// The operands of both INT8 GEMMs: contiguous, 16-byte aligned int8 CUDA matrices A (M, K) and B (N, K).
-void check_int8_gemm_operands(const at::Tensor& a, const at::Tensor& b) {
-  check_cuda(a, "a");
-  check_cuda(b, "b");
+// The operands of both INT8 GEMMs: 16-byte aligned int8 CUDA matrices A (M, K) and B (N, K), contiguous where
+// `contiguous` (the sm90 GEMM checks their rows itself).
+void check_int8_gemm_operands(const at::Tensor& a, const at::Tensor& b, bool contiguous = true) {
+  for (const auto& [t, name] : {std::pair{&a, "a"}, std::pair{&b, "b"}}) {
+    if (contiguous) {
+      check_cuda(*t, name);
+    } else {
+      check_on_cuda(*t, name);
+    }
+  }
   check_dtype(a, at::kChar, "a");
   check_dtype(b, at::kChar, "b");
   check_aligned(a, "a");
@@ -606,13 +623,28 @@ at::Tensor cutlass_gemm_s8(const at::Tensor& a, const at::Tensor& b) {
   return d;
 }
 
-// The sm90 GEMM's operand checks: A (M, K), B (N, K) int8 on one device. TMA wants 16-byte aligned bases and row
-// pitches: K % 16 == 0 (int8 rows of A and B), N % 4 == 0 (int32 or float rows of D).
+// The row pitch of a (rows, K) int8 matrix as TMA reads it (a one-row matrix's stride is not read: K rounded up to
+// 16 stands for it).
+int64_t row_pitch(const at::Tensor& t) { return t.size(0) <= 1 ? round_up(t.size(1), 16) : t.stride(0); }
+
+// Whether the sm90 GEMM reads int8 t (rows, K) where it lies: contiguous rows from a 16-byte aligned start, their
+// pitch a multiple of 16 bytes (K any: TMA fills the last K tile past K with zeros). An HLA quantiser's codes_t is
+// so at every R (hot::hla_codes_pitch).
+bool tma_rows(const at::Tensor& t) {
+  return t.dim() == 2 && (t.stride(1) == 1 || t.size(1) <= 1) && row_pitch(t) % 16 == 0 &&
+         row_pitch(t) >= t.size(1) && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+}
+
+// The sm90 GEMM's operand checks: A (M, K), B (N, K) int8 on one device, each read where it lies (tma_rows), and
+// N % 4 == 0 (TMA: 16-byte rows of the int32 or float D).
 void check_sm90_operands(const at::Tensor& a, const at::Tensor& b) {
-  check_int8_gemm_operands(a, b);
+  check_int8_gemm_operands(a, b, false);
   TORCH_CHECK_VALUE(a.device() == b.device(), "a and b must be on the same device");
   const int64_t m = a.size(0), n = b.size(0), k = a.size(1);
-  TORCH_CHECK_VALUE(k % 16 == 0, "sm90 INT8 GEMM needs K a multiple of 16 (TMA: 16-byte rows), got ", num(k));
+  // an empty product launches nothing
+  TORCH_CHECK_VALUE(a.numel() == 0 || b.numel() == 0 || (tma_rows(a) && tma_rows(b)), "sm90 INT8 GEMM needs a and b in rows of contiguous bytes, "
+                    "16-byte aligned, their pitch a multiple of 16 (TMA), got strides ", strides_of(a), " and ",
+                    strides_of(b), " (K = ", num(k), "; a contiguous K must be a multiple of 16)");
   TORCH_CHECK_VALUE(n % 4 == 0, "sm90 INT8 GEMM needs N a multiple of 4 (TMA: 16-byte output rows), got ", num(n));
   TORCH_CHECK_VALUE(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX, "sm90 INT8 GEMM: a dimension exceeds int32");
   const c10::cuda::CUDAGuard guard(a.device());  // the probe asks the current device: make it a's
@@ -647,9 +679,10 @@ at::Tensor cutlass_gemm_s8_sm90(const at::Tensor& a, const at::Tensor& b, int64_
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
   const int var = static_cast<int>(variant), dec = static_cast<int>(decomposition), spl = static_cast<int>(splits);
   const at::Tensor ws = sm90_workspace(a, mi, ni, ki, var, dec, spl, false);
-  check_sm90_status(hot::cutlass_gemm_s8_sm90(a.data_ptr<int8_t>(), b.data_ptr<int8_t>(), d.data_ptr<int32_t>(), mi,
-                                              ni, ki, var, dec, spl, ws.defined() ? ws.data_ptr() : nullptr,
-                                              ws.defined() ? ws.numel() : 0, c10::cuda::getCurrentCUDAStream()));
+  check_sm90_status(hot::cutlass_gemm_s8_sm90(a.data_ptr<int8_t>(), row_pitch(a), b.data_ptr<int8_t>(), row_pitch(b),
+                                              d.data_ptr<int32_t>(), mi, ni, ki, var, dec, spl,
+                                              ws.defined() ? ws.data_ptr() : nullptr, ws.defined() ? ws.numel() : 0,
+                                              c10::cuda::getCurrentCUDAStream()));
   return d;
 }
 
@@ -711,8 +744,9 @@ at::Tensor cutlass_gemm_s8_sm90_dequant(const at::Tensor& a, const at::Tensor& b
   const int var = static_cast<int>(variant), dec = static_cast<int>(decomposition), spl = static_cast<int>(splits);
   const at::Tensor ws = sm90_workspace(a, mi, ni, ki, var, dec, spl, true);
   check_sm90_status(hot::cutlass_gemm_s8_sm90_dequant(
-      a.data_ptr<int8_t>(), b.data_ptr<int8_t>(), d.data_ptr<float>(), scales, mi, ni, ki, var, dec, spl,
-      ws.defined() ? ws.data_ptr() : nullptr, ws.defined() ? ws.numel() : 0, c10::cuda::getCurrentCUDAStream()));
+      a.data_ptr<int8_t>(), row_pitch(a), b.data_ptr<int8_t>(), row_pitch(b), d.data_ptr<float>(), scales, mi, ni,
+      ki, var, dec, spl, ws.defined() ? ws.data_ptr() : nullptr, ws.defined() ? ws.numel() : 0,
+      c10::cuda::getCurrentCUDAStream()));
   return d;
 }
 
@@ -816,27 +850,26 @@ at::Tensor aligned(const at::Tensor& t) {
 
 at::Tensor int8_of(const at::Tensor& codes) { return codes.scalar_type() == at::kChar ? codes : codes.to(at::kChar); }
 
-// Zero codes appended along K add nothing to an integer product.
-int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
-
-// A GEMM's int8 operands a (M, K) and b_t (N, K) as they are where K is a multiple of `multiple` (8 or 16), else
-// both with K zero-padded to a multiple of 16, in one launch.
+// A GEMM's int8 operands a (M, K) and b_t (N, K) contiguous and aligned where K is a multiple of `multiple` (8 or
+// 16), else both with K zero-padded to a multiple of 16, in one launch (rows read where they lie, at any pitch).
 std::pair<at::Tensor, at::Tensor> pad_k(const at::Tensor& a, const at::Tensor& b_t, int64_t multiple) {
   TORCH_CHECK_VALUE(a.dim() == 2 && b_t.dim() == 2, "the integer GEMM's operands must be 2-D, got ", shape_of(a),
                     " and ", shape_of(b_t));
   TORCH_CHECK_VALUE(a.size(1) == b_t.size(1), "the integer GEMM's operands must agree in K, got ", shape_of(a),
                     " and ", shape_of(b_t));
   const int64_t k = a.size(1), k_pad = round_up(k, 16);
-  if (k % multiple == 0) return {a, b_t};
+  if (k % multiple == 0) return {aligned(a), aligned(b_t)};
   TORCH_CHECK_VALUE(a.is_cuda() && a.device() == b_t.device(), "the integer GEMM's operands must be on one CUDA "
                     "device, got ", a.device(), " and ", b_t.device());
   const c10::cuda::CUDAGuard guard(a.device());
-  const at::Tensor ac = a.contiguous(), bc = b_t.contiguous();
+  const auto rows = [](const at::Tensor& t) { return t.stride(1) == 1 || t.size(1) <= 1 ? t : t.contiguous(); };
+  const at::Tensor ac = rows(a), bc = rows(b_t);
   auto a_out = at::empty({a.size(0), k_pad}, ac.options());
   auto b_out = at::empty({b_t.size(0), k_pad}, bc.options());
   if (a_out.numel() + b_out.numel() > 0) {
-    hot::pad_columns_i8(ac.data_ptr<int8_t>(), ac.size(0), a_out.data_ptr<int8_t>(), bc.data_ptr<int8_t>(), bc.size(0),
-                        b_out.data_ptr<int8_t>(), k, k_pad, c10::cuda::getCurrentCUDAStream());
+    hot::pad_columns_i8(ac.data_ptr<int8_t>(), ac.size(0), ac.stride(0), a_out.data_ptr<int8_t>(),
+                        bc.data_ptr<int8_t>(), bc.size(0), bc.stride(0), b_out.data_ptr<int8_t>(), k, k_pad,
+                        c10::cuda::getCurrentCUDAStream());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   return {a_out, b_out};
@@ -914,7 +947,9 @@ at::Tensor int_matmul(const at::Tensor& a, const at::Tensor& b_t, const at::Tens
     const auto [a16, b16] = pad_k(int8_of(a), int8_of(b_t), 16);
     acc = cutlass_gemm_s8(a16, b16);
   } else if (route == "int8_sm90") {
-    const auto [a16, b16] = pad_k(int8_of(a), int8_of(b_t), 16);
+    // read where they lie where TMA can (an HLA quantiser's codes at every R), else K padded
+    const bool as_they_lie = tma_rows(int8_of(a)) && tma_rows(int8_of(b_t));
+    const auto [a16, b16] = as_they_lie ? std::pair{int8_of(a), int8_of(b_t)} : pad_k(int8_of(a), int8_of(b_t), 16);
     if (is_power_of_two(divisor)) {
       // Below about 1 G MACs (every g_w of the latency figure) the ping-pong 64 x 128 tiles take 6.7-9.3 µs on an
       // H100 against the cooperative kernel's 7.8-12.0; at training shapes the cooperative stream-K is faster
@@ -966,7 +1001,7 @@ std::vector<at::Tensor> layer_gradients(
     g_x = int_matmul(hq[0], w[0], hq[1], w[1], static_cast<double>(block), gx_route).to(gx_dtype);
   }
   check_hla_matmul(hla[0].t(), hla[1], x_codes, x_scale);
-  const at::Tensor g_w = int_matmul(hla[0], aligned(x_codes.t()), hla[1], x_scale, hot::kHlaSlots, gw_route);
+  const at::Tensor g_w = int_matmul(hla[0], x_codes.t(), hla[1], x_scale, hot::kHlaSlots, gw_route);
   return {g_x, g_w, hla[2]};
 }
 
@@ -990,6 +1025,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("weight_and_grad_output_in_one_launch", &hot::weight_and_grad_output_in_one_launch);
   m.def("hla_quantize", &hla_quantize);
   m.def("hla_quantize_pair", &hla_quantize_pair);
+  m.def("hla_codes_pitch", &hot::hla_codes_pitch);
   m.def("hla_pair_in_one_launch", &hla_pair_in_one_launch);
   m.def("set_hla_one_launch", &hot::set_hla_one_launch);
   m.def("set_hla_rolled_transform", &hot::set_hla_rolled_transform);

@@ -202,17 +202,17 @@ FusionArgs<Gemm> dequant_args(const Sm90DequantScales& s) {
 }
 
 template <class Gemm, class ElementD>
-typename Gemm::Arguments make_args(const int8_t* a, const int8_t* b, ElementD* d, int m, int n, int k,
-                                   int decomposition, int splits, cutlass::KernelHardwareInfo hw,
+typename Gemm::Arguments make_args(const int8_t* a, int64_t lda, const int8_t* b, int64_t ldb, ElementD* d, int m,
+                                   int n, int k, int decomposition, int splits, cutlass::KernelHardwareInfo hw,
                                    const FusionArgs<Gemm>& thread) {
   using Kernel = typename Gemm::GemmKernel;
-  // Packed (rows, contiguous, batch) strides: A (M, K), B (N, K), D (M, N); batch L = 1.
+  // (rows, contiguous, batch) strides: A (M, K) rows lda apart, B (N, K) rows ldb apart, D (M, N) packed; L = 1.
   using RowStride = Stride<int64_t, _1, int64_t>;
   static_assert(cute::is_same_v<typename Kernel::StrideA, RowStride> &&
                 cute::is_same_v<typename Kernel::StrideB, RowStride> &&
                 cute::is_same_v<typename Kernel::StrideD, RowStride>);
-  const RowStride stride_a{int64_t(k), _1{}, int64_t(m) * k};
-  const RowStride stride_b{int64_t(k), _1{}, int64_t(n) * k};
+  const RowStride stride_a{lda, _1{}, int64_t(m) * lda};
+  const RowStride stride_b{ldb, _1{}, int64_t(n) * ldb};
   const RowStride stride_d{int64_t(n), _1{}, int64_t(m) * n};
   typename Gemm::Arguments args{};
   args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
@@ -276,14 +276,14 @@ using OutputOf = typename Gemm::GemmKernel::ElementD;
 
 template <class Gemm>
 int64_t workspace_of(int m, int n, int k, int decomposition, int splits) {
-  auto args = make_args<Gemm, OutputOf<Gemm>>(nullptr, nullptr, nullptr, m, n, k, decomposition, splits,
+  auto args = make_args<Gemm, OutputOf<Gemm>>(nullptr, k, nullptr, k, nullptr, m, n, k, decomposition, splits,
                                               current_device_info(), FusionArgs<Gemm>{});
   return static_cast<int64_t>(Gemm::get_workspace_size(args));
 }
 
 template <class Gemm>
 int64_t ctas_of(const int8_t* a, const int8_t* b, void* d, int m, int n, int k) {
-  auto args = make_args<Gemm>(a, b, static_cast<OutputOf<Gemm>*>(d), m, n, k, kSm90Heuristic, 1,
+  auto args = make_args<Gemm>(a, k, b, k, static_cast<OutputOf<Gemm>*>(d), m, n, k, kSm90Heuristic, 1,
                               current_device_info(), FusionArgs<Gemm>{});
   if (args.hw_info.sm_count <= 0) return 0;
   const dim3 grid = Gemm::get_grid_shape(args);
@@ -291,11 +291,19 @@ int64_t ctas_of(const int8_t* a, const int8_t* b, void* d, int m, int n, int k) 
 }
 
 template <class Gemm>
-int run_gemm(const int8_t* a, const int8_t* b, OutputOf<Gemm>* d, const FusionArgs<Gemm>& thread, int m, int n,
-             int k, int decomposition, int splits, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
-  auto args = make_args<Gemm>(a, b, d, m, n, k, decomposition, splits, current_device_info(), thread);
+int run_gemm(const int8_t* a, int64_t lda, const int8_t* b, int64_t ldb, OutputOf<Gemm>* d,
+             const FusionArgs<Gemm>& thread, int m, int n, int k, int decomposition, int splits, void* workspace,
+             int64_t workspace_bytes, cudaStream_t stream) {
+  auto args = make_args<Gemm>(a, lda, b, ldb, d, m, n, k, decomposition, splits, current_device_info(), thread);
   if (args.hw_info.sm_count <= 0) return static_cast<int>(cutlass::Status::kErrorInternal);
-  cutlass::Status status = Gemm::can_implement(args);
+  if (lda % 16 != 0 || ldb % 16 != 0 || lda < k || ldb < k) {
+    return static_cast<int>(cutlass::Status::kErrorMisalignedOperand);
+  }
+  // CUTLASS's TMA check asks K % 16 of the problem (its strides default-constructed), where the hardware asks it of
+  // the row pitches only; a K tile past K is filled with zeros by TMA. So the check is asked of K rounded up.
+  auto checked = args;
+  cute::get<2>(checked.problem_shape) = (k + 15) / 16 * 16;
+  cutlass::Status status = Gemm::can_implement(checked);
   if (status != cutlass::Status::kSuccess) return static_cast<int>(status);
   if (static_cast<int64_t>(Gemm::get_workspace_size(args)) > workspace_bytes) return kSm90WorkspaceTooSmall;
   Gemm gemm;
@@ -332,28 +340,29 @@ int64_t dispatch_ctas(const int8_t* a, const int8_t* b, void* d, int m, int n, i
 }
 
 template <bool Enabled>
-int dispatch_gemm(const int8_t* a, const int8_t* b, int32_t* d, int m, int n, int k, int variant, int decomposition,
-                  int splits, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
+int dispatch_gemm(const int8_t* a, int64_t lda, const int8_t* b, int64_t ldb, int32_t* d, int m, int n, int k,
+                  int variant, int decomposition, int splits, void* workspace, int64_t workspace_bytes,
+                  cudaStream_t stream) {
   if constexpr (Enabled) {
     if (variant == 0)
-      return run_gemm<GemmCoop>(a, b, d, identity_args<GemmCoop>(), m, n, k, decomposition, splits, workspace,
-                                workspace_bytes, stream);
-    return run_gemm<GemmPingpong>(a, b, d, identity_args<GemmPingpong>(), m, n, k, decomposition, splits, workspace,
-                                  workspace_bytes, stream);
+      return run_gemm<GemmCoop>(a, lda, b, ldb, d, identity_args<GemmCoop>(), m, n, k, decomposition, splits,
+                                workspace, workspace_bytes, stream);
+    return run_gemm<GemmPingpong>(a, lda, b, ldb, d, identity_args<GemmPingpong>(), m, n, k, decomposition, splits,
+                                  workspace, workspace_bytes, stream);
   } else {
     return kSm90NotCompiled;
   }
 }
 
 template <bool Enabled>
-int dispatch_gemm_dequant(const int8_t* a, const int8_t* b, float* d, const Sm90DequantScales& scales, int m, int n,
-                          int k, int variant, int decomposition, int splits, void* workspace,
-                          int64_t workspace_bytes, cudaStream_t stream) {
+int dispatch_gemm_dequant(const int8_t* a, int64_t lda, const int8_t* b, int64_t ldb, float* d,
+                          const Sm90DequantScales& scales, int m, int n, int k, int variant, int decomposition,
+                          int splits, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   if constexpr (Enabled) {
     if (variant == 0)
-      return run_gemm<GemmCoopDequant>(a, b, d, dequant_args<GemmCoopDequant>(scales), m, n, k, decomposition,
-                                       splits, workspace, workspace_bytes, stream);
-    return run_gemm<GemmPingpongDequant>(a, b, d, dequant_args<GemmPingpongDequant>(scales), m, n, k,
+      return run_gemm<GemmCoopDequant>(a, lda, b, ldb, d, dequant_args<GemmCoopDequant>(scales), m, n, k,
+                                       decomposition, splits, workspace, workspace_bytes, stream);
+    return run_gemm<GemmPingpongDequant>(a, lda, b, ldb, d, dequant_args<GemmPingpongDequant>(scales), m, n, k,
                                          decomposition, splits, workspace, workspace_bytes, stream);
   } else {
     return kSm90NotCompiled;
@@ -401,31 +410,33 @@ int64_t cutlass_gemm_s8_sm90_ctas(const int8_t* a, const int8_t* b, void* d, int
 #endif
 }
 
-int cutlass_gemm_s8_sm90(const int8_t* a, const int8_t* b, int32_t* d, int m, int n, int k, int variant,
-                         int decomposition, int splits, void* workspace, int64_t workspace_bytes,
+int cutlass_gemm_s8_sm90(const int8_t* a, int64_t lda, const int8_t* b, int64_t ldb, int32_t* d, int m, int n, int k,
+                         int variant, int decomposition, int splits, void* workspace, int64_t workspace_bytes,
                          cudaStream_t stream) {
   if (!device_runs_sm90a()) return kSm90NotCompiled;
 #if defined(HOT_SM90_GEMM_HEADERS)
   if (!valid_config(variant, decomposition, splits)) return kSm90BadConfig;
-  return dispatch_gemm<kSm90Compiled>(a, b, d, m, n, k, variant, decomposition, splits, workspace, workspace_bytes,
-                                      stream);
+  return dispatch_gemm<kSm90Compiled>(a, lda, b, ldb, d, m, n, k, variant, decomposition, splits, workspace,
+                                      workspace_bytes, stream);
 #else
-  (void)a, (void)b, (void)d, (void)m, (void)n, (void)k, (void)variant, (void)decomposition, (void)splits;
+  (void)a, (void)lda, (void)b, (void)ldb, (void)d, (void)m, (void)n, (void)k, (void)variant, (void)decomposition;
+  (void)splits;
   (void)workspace, (void)workspace_bytes, (void)stream;
   return kSm90NotCompiled;
 #endif
 }
 
-int cutlass_gemm_s8_sm90_dequant(const int8_t* a, const int8_t* b, float* d, const Sm90DequantScales& scales, int m,
-                                 int n, int k, int variant, int decomposition, int splits, void* workspace,
-                                 int64_t workspace_bytes, cudaStream_t stream) {
+int cutlass_gemm_s8_sm90_dequant(const int8_t* a, int64_t lda, const int8_t* b, int64_t ldb, float* d,
+                                 const Sm90DequantScales& scales, int m, int n, int k, int variant, int decomposition,
+                                 int splits, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   if (!device_runs_sm90a()) return kSm90NotCompiled;
 #if defined(HOT_SM90_GEMM_HEADERS)
   if (!valid_config(variant, decomposition, splits)) return kSm90BadConfig;
-  return dispatch_gemm_dequant<kSm90Compiled>(a, b, d, scales, m, n, k, variant, decomposition, splits, workspace,
-                                              workspace_bytes, stream);
+  return dispatch_gemm_dequant<kSm90Compiled>(a, lda, b, ldb, d, scales, m, n, k, variant, decomposition, splits,
+                                              workspace, workspace_bytes, stream);
 #else
-  (void)a, (void)b, (void)d, (void)scales, (void)m, (void)n, (void)k, (void)variant, (void)decomposition;
+  (void)a, (void)lda, (void)b, (void)ldb, (void)d, (void)scales, (void)m, (void)n, (void)k, (void)variant;
+  (void)decomposition;
   (void)splits, (void)workspace, (void)workspace_bytes, (void)stream;
   return kSm90NotCompiled;
 #endif

@@ -25,6 +25,7 @@ struct HlaShape {
   int64_t sblocks;        // units: window_units + samples * prefix
   int64_t window_rows;    // window_units * rank: the first prefix row
   int64_t proj_rows;      // window_rows + samples * prefix
+  int64_t codes_pitch;    // hla_codes_pitch(proj_rows): codes_t's row pitch
   int rank;
   int64_t tiles_c;  // channel tiles per row of tiles (set by the launcher)
 };
@@ -47,6 +48,7 @@ inline HlaShape hla_shape(int64_t length, int64_t channels, const HlaWindows& w,
   sh.sblocks = sh.window_units + samples * w.prefix;
   sh.window_rows = sh.window_units * rank;
   sh.proj_rows = sh.window_rows + samples * w.prefix;
+  sh.codes_pitch = hla_codes_pitch(sh.proj_rows);
   sh.rank = rank;
   return sh;
 }

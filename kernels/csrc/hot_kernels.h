@@ -81,8 +81,13 @@ struct ColumnSums {
 };
 int64_t hla_column_partial_rows(int64_t length, const HlaWindows& windows);
 
+// The row pitch of HLA codes_t (C x R): R rounded up to 16 bytes, so that the sm_90a GEMM's TMA reads the codes
+// where the quantiser wrote them (its loads fill the last K tile past R with zeros), with no padding launch.
+inline int64_t hla_codes_pitch(int64_t proj_rows) { return (proj_rows + 15) / 16 * 16; }
+
 // Q(P t) along the token axis: t (L x C) in samples of windows.tokens rows, kept rows `rows[0..rank)` of H_16.
-// codes_t: int8 (C x R) row-major, R = samples*windows*rank window rows, then samples*prefix prefix rows.
+// codes_t: int8 (C x R) rows hla_codes_pitch(R) apart, R = samples*windows*rank window rows, then samples*prefix
+// prefix rows (the bytes past R in each row are not written).
 // per_channel: scale (C), else scale[0]. stochastic needs key. amax_bits: the scratch hla_quantize_scratch asks
 // for. Needs windows.tokens * channels < 2^31 (a unit's rows at 32-bit offsets; the bindings check it), here and in
 // quantize_grad_output.
@@ -135,7 +140,7 @@ void hla_unproject(const float* p, int64_t length, int64_t channels, const HlaWi
                    int rank, float* out, cudaStream_t stream);
 
 // Both quantisations of g_y (L x O) at once, from two passes over it: Q(HT(g_y)) as hq_quantize_grad_output
-// (codes L x O, scale L or 1) and Q(P g_y) as hla_quantize (codes_t O x R, scale O or 1). Needs O % 4 == 0
+// (codes L x O, scale L or 1) and Q(P g_y) as hla_quantize (codes_t O x R at its pitch, scale O or 1). Needs O % 4 == 0
 // and 4-byte aligned rows. hq_amax (L or 1) and hla_amax (O or 1) are zeroed uint32 scratch.
 struct GradOutputQuant {
   int64_t length, channels;
@@ -171,10 +176,10 @@ void advance_step(int64_t* step, int64_t* saved, cudaStream_t stream);
 
 // out (n floats) = col (n floats, or one where !col_vec) * factor, each product rounded once.
 void scale_columns(const float* col, bool col_vec, float factor, int64_t n, float* out, cudaStream_t stream);
-// a (a_rows x cols) and b (b_rows x cols), contiguous int8, into a_out and b_out (16-byte aligned, rows x cols_pad,
-// cols_pad a multiple of 16), zeros after cols: one launch.
-void pad_columns_i8(const int8_t* a, int64_t a_rows, int8_t* a_out, const int8_t* b, int64_t b_rows, int8_t* b_out,
-                    int64_t cols, int64_t cols_pad, cudaStream_t stream);
+// a (a_rows x cols, rows a_pitch apart) and b (b_rows x cols, rows b_pitch apart), int8, into a_out and b_out
+// (16-byte aligned, rows x cols_pad, cols_pad a multiple of 16), zeros after cols: one launch.
+void pad_columns_i8(const int8_t* a, int64_t a_rows, int64_t a_pitch, int8_t* a_out, const int8_t* b, int64_t b_rows,
+                    int64_t b_pitch, int8_t* b_out, int64_t cols, int64_t cols_pad, cudaStream_t stream);
 // int8 codes (rows x cols) -> float8 e4m3 bytes (rows x cols_pad), zero padded; exact for |v| <= 16.
 void codes_to_e4m3(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pad, uint8_t* out,
                    cudaStream_t stream);
@@ -190,8 +195,10 @@ int cutlass_gemm_s8(const int8_t* a, const int8_t* b, int32_t* d, int m, int n, 
 const char* cutlass_status_string(int status);
 
 // CUTLASS 3.x sm_90a (Hopper wgmma/TMA, warp-specialised) INT8 GEMM, same TN contract as cutlass_gemm_s8:
-// D (M x N, int32 row-major) = A (M x K, row-major) * B (stored N x K, row-major). TMA needs 16-byte aligned
-// base pointers and row pitches: K % 16 == 0, N % 4 == 0. variant 0: cooperative 128x128x128 on the stream-K
+// D (M x N, int32 row-major) = A (M x K, rows lda apart) * B (stored N x K, rows ldb apart). TMA needs 16-byte
+// aligned base pointers and row pitches: lda and ldb multiples of 16 (at least K), N % 4 == 0. K itself is any:
+// TMA fills the last K tile past K with zeros (CUTLASS's own check asks K % 16, so it is asked of K rounded up).
+// variant 0: cooperative 128x128x128 on the stream-K
 // scheduler, decomposition kSm90Heuristic/DataParallel/StreamK/SplitK (splits >= 2); variant 1: ping-pong
 // 64x128x128, data-parallel only (decomposition 0 or 1). workspace: cutlass_gemm_s8_sm90_workspace() bytes
 // (zero for data-parallel), on the device, for the same (m, n, k, variant, decomposition, splits) and device.
@@ -202,8 +209,8 @@ constexpr int kSm90NotCompiled = 1000, kSm90BadConfig = 1001, kSm90WorkspaceTooS
 bool cutlass_sm90_available();
 int64_t cutlass_gemm_s8_sm90_workspace(int m, int n, int k, int variant, int decomposition, int splits,
                                        bool dequant = false);
-int cutlass_gemm_s8_sm90(const int8_t* a, const int8_t* b, int32_t* d, int m, int n, int k, int variant,
-                         int decomposition, int splits, void* workspace, int64_t workspace_bytes,
+int cutlass_gemm_s8_sm90(const int8_t* a, int64_t lda, const int8_t* b, int64_t ldb, int32_t* d, int m, int n, int k,
+                         int variant, int decomposition, int splits, void* workspace, int64_t workspace_bytes,
                          cudaStream_t stream);
 // The same GEMM with dequantize_i32's arithmetic in its epilogue: float D = (float(acc) * row) * (col *
 // inv_divisor), row one number or M (row_vec), col one number or N (col_vec), both float on the device
@@ -216,9 +223,9 @@ struct Sm90DequantScales {
   bool col_vec = false;
   float inv_divisor = 1.0f;
 };
-int cutlass_gemm_s8_sm90_dequant(const int8_t* a, const int8_t* b, float* d, const Sm90DequantScales& scales, int m,
-                                 int n, int k, int variant, int decomposition, int splits, void* workspace,
-                                 int64_t workspace_bytes, cudaStream_t stream);
+int cutlass_gemm_s8_sm90_dequant(const int8_t* a, int64_t lda, const int8_t* b, int64_t ldb, float* d,
+                                 const Sm90DequantScales& scales, int m, int n, int k, int variant, int decomposition,
+                                 int splits, void* workspace, int64_t workspace_bytes, cudaStream_t stream);
 const char* cutlass_sm90_status_string(int status);
 // The ping-pong kernel's persistent grid, in 2-CTA clusters, on a GPU of sm_count SMs: the fewest clusters that
 // finish its ceil(M / 128) x ceil(N / 128) cluster tiles in as many waves as a full grid (sm_count / 2 clusters)

@@ -780,7 +780,7 @@ __device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh,
     // u is drawn at the element's row-major index in the projected (proj_rows x C) tensor, mod 2^32 (all the
     // hash reads).
     const uint32_t index = static_cast<uint32_t>(row0) * channels + static_cast<uint32_t>(c);
-    int8_t* const out = codes_t + c * sh.proj_rows + row0;
+    int8_t* const out = codes_t + c * sh.codes_pitch + row0;
     if (count == 1) {
       hla_quantize_unit<1, true, Stochastic, kCols>(src, count, sc, index, channels, key, qmax, out);
     } else if (count == 8) {  // the paper's rank
@@ -1468,11 +1468,11 @@ __global__ void scale_columns_kernel(const float* __restrict__ col, bool col_vec
   }
 }
 
-// Two int8 matrices (rows x cols, contiguous) copied with each row widened to cols_pad (a multiple of 16) and zeros
-// after cols: a GEMM's two operands in one launch, one 16-byte store a thread.
-__global__ void pad_columns_kernel(const int8_t* __restrict__ a, int64_t a_rows, int8_t* __restrict__ a_out,
-                                   const int8_t* __restrict__ b, int64_t b_rows, int8_t* __restrict__ b_out,
-                                   int64_t cols, int64_t cols_pad) {
+// Two int8 matrices (rows x cols, rows a_pitch and b_pitch apart) copied with each row widened to cols_pad (a
+// multiple of 16) and zeros after cols: a GEMM's two operands in one launch, one 16-byte store a thread.
+__global__ void pad_columns_kernel(const int8_t* __restrict__ a, int64_t a_rows, int64_t a_pitch,
+                                   int8_t* __restrict__ a_out, const int8_t* __restrict__ b, int64_t b_rows,
+                                   int64_t b_pitch, int8_t* __restrict__ b_out, int64_t cols, int64_t cols_pad) {
   const int64_t chunks = cols_pad / 16, total = (a_rows + b_rows) * chunks;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -1480,8 +1480,9 @@ __global__ void pad_columns_kernel(const int8_t* __restrict__ a, int64_t a_rows,
     const int64_t c = i % chunks * 16;
     const int8_t* src = r < a_rows ? a : b;
     int8_t* dst = r < a_rows ? a_out : b_out;
+    const int64_t pitch = r < a_rows ? a_pitch : b_pitch;
     if (r >= a_rows) r -= a_rows;
-    src += r * cols + c;
+    src += r * pitch + c;
     alignas(16) int8_t v[16];
 #pragma unroll
     for (int j = 0; j < 16; ++j) v[j] = c + j < cols ? src[j] : int8_t{0};
@@ -1730,10 +1731,10 @@ void scale_columns(const float* col, bool col_vec, float factor, int64_t n, floa
   scale_columns_kernel<<<grid_for(n), kThreads, 0, stream>>>(col, col_vec, factor, n, out);
 }
 
-void pad_columns_i8(const int8_t* a, int64_t a_rows, int8_t* a_out, const int8_t* b, int64_t b_rows, int8_t* b_out,
-                    int64_t cols, int64_t cols_pad, cudaStream_t stream) {
-  pad_columns_kernel<<<grid_for((a_rows + b_rows) * (cols_pad / 16)), kThreads, 0, stream>>>(a, a_rows, a_out, b, b_rows,
-                                                                                             b_out, cols, cols_pad);
+void pad_columns_i8(const int8_t* a, int64_t a_rows, int64_t a_pitch, int8_t* a_out, const int8_t* b, int64_t b_rows,
+                    int64_t b_pitch, int8_t* b_out, int64_t cols, int64_t cols_pad, cudaStream_t stream) {
+  pad_columns_kernel<<<grid_for((a_rows + b_rows) * (cols_pad / 16)), kThreads, 0, stream>>>(
+      a, a_rows, a_pitch, a_out, b, b_rows, b_pitch, b_out, cols, cols_pad);
 }
 
 void codes_to_e4m3(const int8_t* in, int64_t rows, int64_t cols, int64_t cols_pad, uint8_t* out,

@@ -224,10 +224,7 @@ class HOTMethod(Method):
         """Uninitialised tensors laid out as :meth:`pack_input`'s codes and scale (what the compiler traces with)."""
         c = self.config
         rows, channels = projected_rows(x.shape[0], windows, c.hla_rank), x.shape[1]
-        if self.backend_for(x.device).codes_transposed:
-            codes = x.new_empty((channels, rows), dtype=torch.int8).t()
-        else:
-            codes = x.new_empty((rows, channels), dtype=torch.int8)
+        codes = self.backend_for(x.device).hla_codes_like(x, rows)
         per_channel = gw_granularity(c) == "per_channel"
         return codes, x.new_empty((1, channels) if per_channel else (), dtype=torch.float32)
 

@@ -123,8 +123,10 @@ def test_sm90_gemm_cuda_graph(ops, variant: int, decomposition: int, splits: int
 
 def test_sm90_gemm_errors(ops) -> None:
     a, b = _codes(64, 128, 1), _codes(96, 128, 2)
-    with pytest.raises(ValueError, match="K a multiple of 16"):
+    with pytest.raises(ValueError, match="a contiguous K must be a multiple of 16"):
         ops.cutlass_gemm_s8_sm90(_codes(64, 120, 1), _codes(96, 120, 2))
+    with pytest.raises(ValueError, match=r"got strides \(136, 1\) and \(128, 1\)"):  # a pitch of 136 bytes
+        ops.cutlass_gemm_s8_sm90(_codes(64, 136, 1)[:, :120], _codes(96, 128, 2)[:, :120])
     with pytest.raises(ValueError, match="N a multiple of 4"):
         ops.cutlass_gemm_s8_sm90(a, _codes(98, 128, 2))
     with pytest.raises(ValueError, match="must agree in K"):
@@ -305,6 +307,30 @@ def test_the_int8_sm90_route_takes_the_dequantising_gemm(ops) -> None:
         assert torch.equal(_bits(got), _bits(want))
 
 
+def _at_pitch(rows: int, k: int, pitch: int, seed: int) -> torch.Tensor:
+    """int8 codes (rows, k) whose rows lie `pitch` bytes apart, the bytes past k random too (not zeros)."""
+    return _codes(rows, pitch, seed)[:, :k]
+
+
+@pytest.mark.parametrize(("variant", "decomposition", "splits"), [(0, 0, 1), (0, 2, 1), (0, 3, 2), (1, 0, 1)])
+@pytest.mark.parametrize(
+    ("m", "n", "k", "extra"),
+    [(200, 132, 104, 0), (64, 96, 392, 16), (129, 260, 8, 0), (33, 4, 1, 32), (768, 1024, 13304, 0)],
+)
+def test_sm90_gemm_reads_rows_at_their_pitch(ops, m, n, k, extra, variant, decomposition, splits) -> None:
+    """Operands whose rows lie at a pitch of a multiple of 16 bytes are read where they lie, K any (an HLA
+    quantiser's codes): TMA fills the last K tile past K with zeros, so the bytes between K and the pitch, random
+    here, add nothing. Both kernels, the stream-K and split-K reductions, int32 and the dequantising epilogue."""
+    pitch = (k + 15) // 16 * 16 + extra
+    a, b = _at_pitch(m, k, pitch, k), _at_pitch(n, k, pitch + 16, k + 1)
+    exact = _exact(a, b)
+    got = ops.cutlass_gemm_s8_sm90(a, b, variant, decomposition, splits)
+    assert torch.equal(got.long(), exact)
+    row, col = _scales(m, True, 1), _scales(n, True, 2)
+    got = ops.cutlass_gemm_s8_sm90_dequant(a, b, row, col, 16.0, variant, decomposition, splits)
+    assert torch.equal(_bits(got), _bits(ops.dequantize(exact.int(), row, col, 16.0)))
+
+
 @pytest.mark.parametrize("k", [104, 98, 1, 12608])
 def test_the_integer_routes_pad_k_and_agree(ops, k: int) -> None:
     """K that is not a multiple of 16 is zero-padded (both operands in one launch) for the CUTLASS GEMMs and, where
@@ -316,6 +342,20 @@ def test_the_integer_routes_pad_k_and_agree(ops, k: int) -> None:
     for route in ("int8_sm90", "int8", "int8_lt"):
         got = ops.int_matmul(a, b, row, col, 16.0, route)
         assert torch.equal(_bits(got), _bits(want)), route
+    # the same codes at a pitch of 16 bytes, random past K: int8_sm90 reads them where they lie (no padding launch
+    # for K % 16 != 0), the other routes pad or copy them
+    pitch = (k + 15) // 16 * 16
+    a_p, b_p = _at_pitch(m, k, pitch, 7), _at_pitch(n, k, pitch, 8)
+    a_p.copy_(a)
+    b_p.copy_(b)
+    for route in ("int8_sm90", "int8", "int8_lt"):
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            got = ops.int_matmul(a_p, b_p, row, col, 16.0, route)
+            torch.cuda.synchronize()
+        assert torch.equal(_bits(got), _bits(want)), route
+        names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        if route == "int8_sm90":
+            assert len(names) == 1 and "cutlass" in names[0], names
 
 
 def test_sm90_unavailable_elsewhere() -> None:

@@ -110,7 +110,10 @@ class HLASpec:
 
 class Backend(Protocol):
     name: str
-    codes_transposed: bool  # HLA codes come back as the transpose of a (C, rows) tensor (K-major for the GEMM)
+
+    def hla_codes_like(self, x: torch.Tensor, rows: int) -> torch.Tensor:
+        """An uninitialised int8 (rows, C) tensor of x's device, laid out in memory as :meth:`hla_quantize`'s codes
+        of x (C = x's columns): what a compiler traces with."""
 
     def hq_quantize_grad_output(self, g_y: torch.Tensor, spec: HQSpec) -> tuple[torch.Tensor, torch.Tensor]:
         """int8 codes and float32 scales of Q(HT(g_y)): block Hadamard along O, stochastic rounding, (L, 1) or ()."""

@@ -280,7 +280,6 @@ class RealBackend:
     architecture); ``fused_grad_output`` lets :meth:`quantize_grad_output` run the fused two-pass g_y kernel."""
 
     name = "real"
-    codes_transposed = True
 
     def __init__(self, gemm: str = "auto", fused_grad_output: bool = False, side_stream: bool = True) -> None:
         if gemm not in GEMMS:
@@ -824,6 +823,11 @@ class RealBackend:
         codes, scale, _ = self._hla_quantize(t, spec, column_sums=False)
         return codes, scale
 
+    def hla_codes_like(self, x: torch.Tensor, rows: int) -> torch.Tensor:
+        # the kernels' codes: the transpose of (C, rows) rows at a pitch the sm_90a GEMM reads them at
+        codes_t = x.new_empty((x.shape[1], self.ops.hla_codes_pitch(rows)), dtype=torch.int8)
+        return codes_t[:, :rows].t()
+
     def _hla_quantize(
         self, t: torch.Tensor, spec: HLASpec, column_sums: bool
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -858,8 +862,9 @@ class RealBackend:
     ) -> torch.Tensor:
         self.ops.check_hla_matmul(g_codes, g_scale, x_codes, x_scale)
         (r, o), i = g_codes.shape, x_codes.shape[1]
-        a = _aligned(g_codes.t())  # (O, R): K contiguous; a no-op for hla_quantize's codes
-        b_t = _aligned(x_codes.t())  # (I, R)
+        # (O, R) and (I, R) views: int_matmul's GEMMs read an HLA quantiser's codes where they lie (rows at a pitch
+        # of 16 bytes) and copy other layouts as they need them
+        a, b_t = g_codes.t(), x_codes.t()
         route = self._gw_route(a.device, o, r, i)
         return self._integer_product(a, b_t, g_scale, x_scale, float(spec.windows.block), route)
 

@@ -9,6 +9,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/extension.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -934,6 +935,29 @@ at::Tensor fp8_matmul(const at::Tensor& a, const at::Tensor& row, const at::Tens
 // The sm_90a GEMM's ping-pong kernel below this many multiply-adds, the cooperative one from it.
 constexpr double kSm90PingpongMaxMacs = 1 << 30;
 
+// The share of the SMs a small product's ping-pong grid (hot::sm90_pingpong_clusters) may take; above it the
+// product takes the cooperative kernel, data-parallel (128 x 128 tiles: half the CTAs). 1 (the default): every
+// small product takes the ping-pong kernel. In a captured backward the g_x and g_w GEMMs run at once on two
+// streams, and a persistent grid that takes nearly every SM holds the other GEMM back. Process-wide, for A/Bs.
+std::atomic<double> sm90_pingpong_sm_share{1.0};
+
+void set_sm90_pingpong_sm_share(double share) {
+  TORCH_CHECK_VALUE(share > 0 && share <= 1, "the ping-pong grid's SM share must be in (0, 1], got ",
+                    std::to_string(share));
+  sm90_pingpong_sm_share.store(share, std::memory_order_relaxed);
+}
+
+// The (variant, decomposition) of the sm_90a GEMM for an (m, n, k) product on the current device.
+std::pair<int, int> sm90_kernel_for(int64_t m, int64_t n, int64_t k) {
+  if (static_cast<double>(m) * n * k >= kSm90PingpongMaxMacs) return {0, hot::kSm90Heuristic};
+  const double share = sm90_pingpong_sm_share.load(std::memory_order_relaxed);
+  if (share >= 1) return {1, hot::kSm90Heuristic};
+  int sms = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, c10::cuda::current_device()));
+  const bool fits = 2.0 * hot::sm90_pingpong_clusters(m, n, sms) <= share * sms;
+  return fits ? std::pair{1, hot::kSm90Heuristic} : std::pair{0, hot::kSm90DataParallel};
+}
+
 // float32 (M, N) = (a · b_tᵀ) dequantised as `dequantize` does: a (M, K), b_t (N, K) int8 codes (e4m3 ones are
 // read as their int8 values) by the route's exact integer GEMM: "int4" CUTLASS sm80 on packed codes in -8..7,
 // "int8" CUTLASS sm80, "int8_sm90" CUTLASS sm_90a, "int8_lt" cuBLASLt (torch._int_mm).
@@ -954,8 +978,9 @@ at::Tensor int_matmul(const at::Tensor& a, const at::Tensor& b_t, const at::Tens
       // Below about 1 G MACs (every g_w of the latency figure) the ping-pong 64 x 128 tiles take 6.7-9.3 µs on an
       // H100 against the cooperative kernel's 7.8-12.0; at training shapes the cooperative stream-K is faster
       // (26-60 against 29-81 µs). kernels/results/one_launch_h100_2026-11-27/sm90_gemm_bdb82c0.json.
-      const double macs = static_cast<double>(a16.size(0)) * b16.size(0) * a16.size(1);
-      return cutlass_gemm_s8_sm90_dequant(a16, b16, row, col, divisor, macs < kSm90PingpongMaxMacs ? 1 : 0, 0, 1);
+      const c10::cuda::CUDAGuard guard(a16.device());
+      const auto [variant, decomposition] = sm90_kernel_for(a16.size(0), b16.size(0), a16.size(1));
+      return cutlass_gemm_s8_sm90_dequant(a16, b16, row, col, divisor, variant, decomposition, 1);
     }
     acc = cutlass_gemm_s8_sm90(a16, b16, 0, 0, 1);
   } else if (route == "int8_lt") {
@@ -1048,6 +1073,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("sm90_pingpong_clusters", &hot::sm90_pingpong_clusters, py::arg("m"), py::arg("n"), py::arg("sm_count"));
   m.def("set_sm90_balanced_grid", &hot::set_sm90_balanced_grid);
   m.def("set_sm90_programmatic_launch", &hot::set_sm90_programmatic_launch);
+  m.def("set_sm90_pingpong_sm_share", &set_sm90_pingpong_sm_share);
   m.def("cutlass_gemm_s8_sm90_ctas", &cutlass_gemm_s8_sm90_ctas, py::arg("a"), py::arg("b"), py::arg("variant"),
         py::arg("dequant") = false);
   m.def("check_float_matrix", &check_float_matrix);

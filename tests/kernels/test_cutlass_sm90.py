@@ -412,3 +412,31 @@ def test_a_gemm_reads_what_the_kernel_before_it_wrote(ops, programmatic, variant
             refill(seed)
             graph.replay()
             check(d, f)
+
+
+def test_a_smaller_pingpong_share_moves_wide_products_to_the_cooperative_kernel(ops) -> None:
+    """Below the share, a small product whose ping-pong grid would take more SMs takes the cooperative kernel
+    (128 x 128 tiles, data-parallel): the same bits, one CUTLASS kernel of the cooperative variant, and the
+    ping-pong kernel again once the share is back at 1."""
+    m, n, k = 784, 1152, 128  # ResNet-50 layer2.conv2's g_x: 63 cluster tiles, nearly every SM of an H100/H200
+    a, b = _codes(m, k, 3), _codes(n, k, 4)
+    row, col = _scales(m, True, 1), _scales(n, True, 2)
+    want = ops.dequantize(_exact(a, b).int(), row, col, 16.0)
+
+    def kernels() -> tuple[torch.Tensor, list[str]]:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            got = ops.int_matmul(a, b, row, col, 16.0, "int8_sm90")
+            torch.cuda.synchronize()
+        return got, [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+    default, names = kernels()
+    assert torch.equal(_bits(default), _bits(want)) and len(names) == 1
+    try:
+        ops.set_sm90_pingpong_sm_share(0.5)
+        got, wide = kernels()
+    finally:
+        ops.set_sm90_pingpong_sm_share(1.0)
+    assert torch.equal(_bits(got), _bits(want)) and len(wide) == 1 and wide != names, (names, wide)
+    assert kernels()[1] == names
+    with pytest.raises(ValueError, match="SM share"):
+        ops.set_sm90_pingpong_sm_share(0.0)

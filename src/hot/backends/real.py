@@ -133,6 +133,18 @@ def sm90_balanced_grid(backend: RealBackend, enabled: bool) -> contextlib.Abstra
     return _kernel_setting(backend.ops.set_sm90_balanced_grid, enabled)
 
 
+@contextlib.contextmanager
+def sm90_pingpong_sm_share(backend: RealBackend, share: float) -> Iterator[None]:
+    """Within: a small sm_90a product (below 2^30 multiply-adds) whose ping-pong grid would take more than
+    ``share`` of the SMs takes the cooperative kernel, data-parallel, instead; every small product takes the
+    ping-pong kernel again after (share 1, the default). Process-wide, for A/B timings."""
+    backend.ops.set_sm90_pingpong_sm_share(share)
+    try:
+        yield
+    finally:
+        backend.ops.set_sm90_pingpong_sm_share(1.0)
+
+
 def sm90_programmatic_launch(backend: RealBackend, enabled: bool) -> contextlib.AbstractContextManager[None]:
     """Within: the sm_90a GEMMs launch as programmatic dependents of the kernel before them (``enabled``, the
     default: their launch overlaps that kernel's completion) or after it ends; on again after. Process-wide, for A/B

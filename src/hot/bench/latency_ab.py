@@ -8,7 +8,9 @@ each on a stream of their own, their quantisers alone); ``pair_only`` and ``w_on
 place of its balanced one (:func:`hot.backends.real.sm90_balanced_grid`); ``no_pdl`` (the same builds), ``hot`` with
 the sm_90a GEMMs launched after the kernel before them ends, not as its programmatic dependents
 (:func:`hot.backends.real.sm90_programmatic_launch`); ``fp8_gx``, ``hot`` with every 4-bit g_x GEMM on cuBLAS's
-FP8 kernel, the small products' sm_90a INT8 one off (``RealBackend.small_gx_macs`` 0); ``unrolled`` (any build),
+FP8 kernel, the small products' sm_90a INT8 one off (``RealBackend.small_gx_macs`` 0); ``pingpong_half`` (the same
+builds), ``hot`` with each small sm_90a product whose ping-pong grid would take more than half the SMs on the
+cooperative kernel, data-parallel (:func:`hot.backends.real.sm90_pingpong_sm_share`); ``unrolled`` (any build),
 ``hot`` with the one-launch HLA quantisers' transform unrolled over a unit's channels
 (:func:`hot.backends.real.hla_rolled_transform`).
 The variants are then timed in turn, round after round (GPU time, the launch hidden behind a busy-wait), so clock
@@ -33,6 +35,7 @@ from ..backends.real import (
     WeightCodes,
     hla_rolled_transform,
     sm90_balanced_grid,
+    sm90_pingpong_sm_share,
     sm90_programmatic_launch,
 )
 from ..paper import paper_values
@@ -103,6 +106,9 @@ def main(out: str, rounds: int = 7, timelines: tuple[str, ...] = ()) -> None:
             finally:
                 backend.small_gx_macs = small
             assert mode == "graph", ("fp8_gx", mode)
+            with sm90_pingpong_sm_share(backend, 0.5):
+                runs["pingpong_half"], mode = replayable(_hot(backend, g_y, w, x, tokens)["hot"])
+            assert mode == "graph", ("pingpong_half", mode)
         with hla_rolled_transform(backend, False):  # the kernel is chosen when the graph is captured
             runs["unrolled"], mode = replayable(_hot(backend, g_y, w, x, tokens)["hot"])
         assert mode == "graph", ("unrolled", mode)

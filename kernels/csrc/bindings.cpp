@@ -760,8 +760,8 @@ int64_t cutlass_gemm_s8_sm90_ctas(const at::Tensor& a, const at::Tensor& b, int6
   const int64_t m = a.size(0), n = b.size(0), k = a.size(1);
   TORCH_CHECK_VALUE(m > 0 && n > 0 && k > 0, "the operands are empty: ", shape_of(a), " and ", shape_of(b));
   const auto d = at::empty({m, n}, a.options().dtype(dequant ? at::kFloat : at::kInt));
-  return hot::cutlass_gemm_s8_sm90_ctas(a.data_ptr<int8_t>(), b.data_ptr<int8_t>(), d.data_ptr(),
-                                        static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+  return hot::cutlass_gemm_s8_sm90_ctas(a.data_ptr<int8_t>(), row_pitch(a), b.data_ptr<int8_t>(), row_pitch(b),
+                                        d.data_ptr(), static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
                                         static_cast<int>(variant), dequant);
 }
 
@@ -972,8 +972,8 @@ at::Tensor int_matmul(const at::Tensor& a, const at::Tensor& b_t, const at::Tens
     acc = cutlass_gemm_s8(a16, b16);
   } else if (route == "int8_sm90") {
     // read where they lie where TMA can (an HLA quantiser's codes at every R), else K padded
-    const bool as_they_lie = tma_rows(int8_of(a)) && tma_rows(int8_of(b_t));
-    const auto [a16, b16] = as_they_lie ? std::pair{int8_of(a), int8_of(b_t)} : pad_k(int8_of(a), int8_of(b_t), 16);
+    const at::Tensor a8 = int8_of(a), b8 = int8_of(b_t);
+    const auto [a16, b16] = tma_rows(a8) && tma_rows(b8) ? std::pair{a8, b8} : pad_k(a8, b8, 16);
     if (is_power_of_two(divisor)) {
       // Below about 1 G MACs (every g_w of the latency figure) the ping-pong 64 x 128 tiles take 6.7-9.3 µs on an
       // H100 against the cooperative kernel's 7.8-12.0; at training shapes the cooperative stream-K is faster

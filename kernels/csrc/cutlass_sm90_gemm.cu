@@ -282,8 +282,8 @@ int64_t workspace_of(int m, int n, int k, int decomposition, int splits) {
 }
 
 template <class Gemm>
-int64_t ctas_of(const int8_t* a, const int8_t* b, void* d, int m, int n, int k) {
-  auto args = make_args<Gemm>(a, k, b, k, static_cast<OutputOf<Gemm>*>(d), m, n, k, kSm90Heuristic, 1,
+int64_t ctas_of(const int8_t* a, int64_t lda, const int8_t* b, int64_t ldb, void* d, int m, int n, int k) {
+  auto args = make_args<Gemm>(a, lda, b, ldb, static_cast<OutputOf<Gemm>*>(d), m, n, k, kSm90Heuristic, 1,
                               current_device_info(), FusionArgs<Gemm>{});
   if (args.hw_info.sm_count <= 0) return 0;
   const dim3 grid = Gemm::get_grid_shape(args);
@@ -328,12 +328,15 @@ int64_t dispatch_workspace(int m, int n, int k, int variant, int decomposition, 
 }
 
 template <bool Enabled>
-int64_t dispatch_ctas(const int8_t* a, const int8_t* b, void* d, int m, int n, int k, int variant, bool dequant) {
+int64_t dispatch_ctas(const int8_t* a, int64_t lda, const int8_t* b, int64_t ldb, void* d, int m, int n, int k,
+                      int variant, bool dequant) {
   if constexpr (Enabled) {
     if (dequant) {
-      return variant == 0 ? ctas_of<GemmCoopDequant>(a, b, d, m, n, k) : ctas_of<GemmPingpongDequant>(a, b, d, m, n, k);
+      return variant == 0 ? ctas_of<GemmCoopDequant>(a, lda, b, ldb, d, m, n, k)
+                          : ctas_of<GemmPingpongDequant>(a, lda, b, ldb, d, m, n, k);
     }
-    return variant == 0 ? ctas_of<GemmCoop>(a, b, d, m, n, k) : ctas_of<GemmPingpong>(a, b, d, m, n, k);
+    return variant == 0 ? ctas_of<GemmCoop>(a, lda, b, ldb, d, m, n, k)
+                        : ctas_of<GemmPingpong>(a, lda, b, ldb, d, m, n, k);
   } else {
     return 0;
   }
@@ -399,13 +402,13 @@ int64_t cutlass_gemm_s8_sm90_workspace(int m, int n, int k, int variant, int dec
 #endif
 }
 
-int64_t cutlass_gemm_s8_sm90_ctas(const int8_t* a, const int8_t* b, void* d, int m, int n, int k, int variant,
-                                  bool dequant) {
+int64_t cutlass_gemm_s8_sm90_ctas(const int8_t* a, int64_t lda, const int8_t* b, int64_t ldb, void* d, int m, int n,
+                                  int k, int variant, bool dequant) {
 #if defined(HOT_SM90_GEMM_HEADERS)
   if (!kSm90Compiled || (variant != 0 && variant != 1)) return 0;
-  return dispatch_ctas<kSm90Compiled>(a, b, d, m, n, k, variant, dequant);
+  return dispatch_ctas<kSm90Compiled>(a, lda, b, ldb, d, m, n, k, variant, dequant);
 #else
-  (void)a, (void)b, (void)d, (void)m, (void)n, (void)k, (void)variant, (void)dequant;
+  (void)a, (void)lda, (void)b, (void)ldb, (void)d, (void)m, (void)n, (void)k, (void)variant, (void)dequant;
   return 0;
 #endif
 }

@@ -245,7 +245,7 @@ void set_sm90_programmatic_launch(bool enabled);
 // The CTAs the sm90 GEMM (variant 0 or 1, decomposition 0, one split; dequant: the dequantising epilogue's kernel)
 // would launch for these operands (as cutlass_gemm_s8_sm90 takes them; d: the int32 or float output) on the current
 // device, as CUTLASS's scheduler sizes its grid, without launching it; 0 where not compiled.
-int64_t cutlass_gemm_s8_sm90_ctas(const int8_t* a, const int8_t* b, void* d, int m, int n, int k, int variant,
-                                  bool dequant);
+int64_t cutlass_gemm_s8_sm90_ctas(const int8_t* a, int64_t lda, const int8_t* b, int64_t ldb, void* d, int m, int n,
+                                  int k, int variant, bool dequant);
 
 }  // namespace hot

@@ -17,7 +17,7 @@ from . import rounding
 from .backends import Backend, HLASpec, HQSpec, InputCodes, column_sums, create_backend
 from .config import HOTConfig
 from .hadamard import block_hadamard, largest_block
-from .hla import HLA_BLOCK, HLAWindows, hla_project_matmul, hla_unproject, projected_rows
+from .hla import HLA_BLOCK, HLAWindows, hla_project_matmul, hla_unproject
 from .quant import fake_quantize, quantize, quantize_luq, sawb_scale
 from .rounding import Stream
 
@@ -223,10 +223,9 @@ class HOTMethod(Method):
     def packed_input_like(self, x: torch.Tensor, windows: HLAWindows) -> Saved:
         """Uninitialised tensors laid out as :meth:`pack_input`'s codes and scale (what the compiler traces with)."""
         c = self.config
-        rows, channels = projected_rows(x.shape[0], windows, c.hla_rank), x.shape[1]
-        codes = self.backend_for(x.device).hla_codes_like(x, rows)
+        codes = self.backend_for(x.device).hla_codes_like(x, input_spec(c, windows))
         per_channel = gw_granularity(c) == "per_channel"
-        return codes, x.new_empty((1, channels) if per_channel else (), dtype=torch.float32)
+        return codes, x.new_empty((1, x.shape[1]) if per_channel else (), dtype=torch.float32)
 
     def _specs(
         self, g_y: torch.Tensor, weight_rows: int, windows: HLAWindows, state: LayerState, keys: Keys

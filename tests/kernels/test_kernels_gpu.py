@@ -17,6 +17,7 @@ from hot.backends.real import (
     RealBackend,
     fp8_gemm_available,
     hash_uniform,
+    hla_codes_pitch,
     hla_one_launch,
     hla_rolled_transform,
     mark_4bit,
@@ -744,6 +745,8 @@ def test_hla_codes_lie_at_a_pitch_the_sm90_gemm_reads(kernel_backend, pair: bool
         g_codes, g_scale = backend.hla_quantize(g.to(CUDA), spec)
         x_codes, x_scale = backend.hla_quantize(x.to(CUDA), spec)
     assert backend.ops.hla_codes_pitch(129) == 144 and backend.ops.hla_codes_pitch(128) == 128
+    # the traced layout's pitch (Python arithmetic) is the kernels'
+    assert all(hla_codes_pitch(r) == backend.ops.hla_codes_pitch(r) for r in range(1, 100))
     for codes, t in ((g_codes, g), (x_codes, x)):
         assert codes.shape == (129, t.shape[1]) and codes.stride() == (1, 144)
         _assert_codes(codes, REF.hla_quantize(t, spec)[0])
@@ -937,14 +940,17 @@ def test_non_finite_grad_output_gives_non_finite_gradients(kernel_backend, value
         assert torch.equal(scale[rows], ref_scale[rows])
 
 
+@pytest.mark.parametrize("blocking", ["spatial", "official"])
 @pytest.mark.parametrize("gw_granularity", ["per_tensor", "per_channel"])
-def test_packed_input_like_matches_the_real_codes(kernel_backend, gw_granularity: str) -> None:
-    """What torch.compile traces with is laid out as what the kernels return (shape, stride, dtype)."""
+def test_packed_input_like_matches_the_real_codes(kernel_backend, gw_granularity: str, blocking: str) -> None:
+    """What torch.compile traces with is laid out as what the real backend returns (shape, stride, dtype): the
+    kernels' codes at their pitch, or the reference's where the authors' blocking is not in the kernels."""
     from hot.methods import create_method
 
-    method = create_method(HOTConfig(backend="real", abc=True, gw_granularity=gw_granularity))
+    config = HOTConfig(backend="real", abc=True, gw_granularity=gw_granularity, hla_blocking=blocking)
+    method = create_method(config)
     x = _randn(3 * 197, 96, seed=5).to(CUDA)
-    windows = _spatial(1, 14, 14)
+    windows = _spatial(1, 14, 14) if blocking == "spatial" else hla_windows(197, blocking)
     real = method.pack_input(x, windows, None)
     like = method.packed_input_like(x, windows)
     assert [(t.shape, t.stride(), t.dtype, t.device) for t in like] == [

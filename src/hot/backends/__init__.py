@@ -111,9 +111,9 @@ class HLASpec:
 class Backend(Protocol):
     name: str
 
-    def hla_codes_like(self, x: torch.Tensor, rows: int) -> torch.Tensor:
-        """An uninitialised int8 (rows, C) tensor of x's device, laid out in memory as :meth:`hla_quantize`'s codes
-        of x (C = x's columns): what a compiler traces with."""
+    def hla_codes_like(self, x: torch.Tensor, spec: HLASpec) -> torch.Tensor:
+        """An uninitialised int8 tensor laid out in memory as :meth:`hla_quantize`'s codes of x under ``spec``:
+        what a compiler traces with."""
 
     def hq_quantize_grad_output(self, g_y: torch.Tensor, spec: HQSpec) -> tuple[torch.Tensor, torch.Tensor]:
         """int8 codes and float32 scales of Q(HT(g_y)): block Hadamard along O, stochastic rounding, (L, 1) or ()."""

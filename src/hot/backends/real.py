@@ -23,7 +23,9 @@ Dequantisation is one light pass, ``(acc · row_scale) · (col_scale / block)`` 
 operation order, except on the FP8 path, where row-wise ``_scaled_mm`` scales apply it in the GEMM's
 epilogue (equal up to fp32 rounding of the scale products). Codes come back as int8 (or e4m3, above)
 tensors holding the reference's integer values; the weight and HLA codes are transposed views of the
-layouts the GEMMs read (K contiguous), so no copy is needed. The 4-bit g_x GEMMs (INT4, FP8) take only codes
+layouts the GEMMs read (K contiguous). The HLA codes' rows lie R rounded up to 16 bytes apart
+(:func:`hla_codes_pitch`): the sm_90a GEMM reads them as they lie at any R; at R % 16 != 0 the other integer GEMMs
+get them padded (CUTLASS sm80) or copied (cuBLASLt). The 4-bit g_x GEMMs (INT4, FP8) take only codes
 known to lie in -8..7: those of the 4-bit quantisers, or codes passed through :func:`mark_4bit`; other int8
 codes (``gx_bits=8``) use the exact INT8 GEMM.
 
@@ -237,6 +239,19 @@ def _aligned(t: torch.Tensor) -> torch.Tensor:
     """Contiguous with a 16-byte aligned start (the kernels use vector loads)."""
     t = t.contiguous()
     return t if t.data_ptr() % 16 == 0 else t.clone()
+
+
+def hla_codes_pitch(rows: int) -> int:
+    """The row pitch of the kernels' HLA codes_t (C, rows): rows rounded up to 16 bytes, the extension's
+    ``hla_codes_pitch`` (a GPU test checks they agree). Arithmetic here, so that a size torch.compile keeps symbolic
+    stays so (a call into the extension would fix it, and recompile for each batch size)."""
+    return (rows + 15) // 16 * 16
+
+
+def _hla_in_kernel(spec: HLASpec) -> bool:
+    """Whether the kernels quantise ``spec``'s HLA: other blocks (the authors' blocking, the largest power of two
+    dividing T) and per-token HLA scales run the reference's code."""
+    return spec.windows.block == 16 and spec.granularity != "per_token"
 
 
 def _pairable(spec: HLASpec) -> bool:
@@ -835,19 +850,19 @@ class RealBackend:
         codes, scale, _ = self._hla_quantize(t, spec, column_sums=False)
         return codes, scale
 
-    def hla_codes_like(self, x: torch.Tensor, rows: int) -> torch.Tensor:
-        # the kernels' codes: the transpose of (C, rows) rows at a pitch the sm_90a GEMM reads them at
-        codes_t = x.new_empty((x.shape[1], self.ops.hla_codes_pitch(rows)), dtype=torch.int8)
-        return codes_t[:, :rows].t()
+    def hla_codes_like(self, x: torch.Tensor, spec: HLASpec) -> torch.Tensor:
+        if not _hla_in_kernel(spec):
+            return _REFERENCE.hla_codes_like(x, spec)
+        # the kernels' codes: the transpose of (C, rows), rows at a pitch the sm_90a GEMM reads them at
+        rows = projected_rows(x.shape[0], spec.windows, spec.rank)
+        return x.new_empty((x.shape[1], hla_codes_pitch(rows)), dtype=torch.int8)[:, :rows].t()
 
     def _hla_quantize(
         self, t: torch.Tensor, spec: HLASpec, column_sums: bool
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """:meth:`hla_quantize`'s codes and scale, and with ``column_sums`` t's column sums from its amax pass."""
         self.ops.check_float_matrix(t, "t")
-        if spec.windows.block != 16 or spec.granularity == "per_token":
-            # Other blocks (the authors' blocking: the largest power of two dividing T) and per-token HLA
-            # scales are not in the kernel.
+        if not _hla_in_kernel(spec):
             codes, scale = self._on_reference(t, lambda x: _REFERENCE.hla_quantize(x, spec))
             return codes, scale, _column_sums(t) if column_sums else None
         x = _aligned(t)
@@ -884,8 +899,9 @@ class RealBackend:
         """The g_w GEMM for (o, r) · (r, i) int8 codes on ``device``: ``int8_sm90`` (CUTLASS sm_90a), ``int8_lt``
         (cuBLASLt), ``int8`` (CUTLASS sm80), else ``reference``."""
         gemm = self.gemm_for(device)
-        # The sm_90a GEMM takes every K: it dequantises in its epilogue, and K that is not a multiple of 16 is
-        # zero-padded, both operands in one launch; cuBLASLt (K % 8) needs a separate dequantisation pass.
+        # The sm_90a GEMM takes every K: it dequantises in its epilogue and reads HLA codes where they lie (rows at
+        # a 16-byte pitch), other operands with K not a multiple of 16 zero-padded, both in one launch; cuBLASLt
+        # (K % 8) needs a separate dequantisation pass.
         if gemm == "cutlass-sm90" and i % 4 == 0 and o > 0 and r > 0:
             return "int8_sm90"
         if gemm == "cublas" and o > 16 and i % 8 == 0 and r > 0:

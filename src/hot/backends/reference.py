@@ -28,8 +28,8 @@ from . import (
 class ReferenceBackend:
     name = "fake"
 
-    def hla_codes_like(self, x: torch.Tensor, rows: int) -> torch.Tensor:
-        return x.new_empty((rows, x.shape[1]), dtype=torch.int8)
+    def hla_codes_like(self, x: torch.Tensor, spec: HLASpec) -> torch.Tensor:
+        return x.new_empty((projected_rows(x.shape[0], spec.windows, spec.rank), x.shape[1]), dtype=torch.int8)
 
     def hq_quantize_grad_output(self, g_y: torch.Tensor, spec: HQSpec) -> tuple[torch.Tensor, torch.Tensor]:
         a = block_hadamard(g_y.float(), spec.block, dim=1)

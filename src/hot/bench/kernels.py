@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from ..backends import HLASpec, HQSpec
+from ..backends.real import hla_codes_pitch
 from ..config import HOTConfig
 from ..hla import TokenGrid, hla_windows, projected_rows
 from ..methods import HOTMethod, Keys, LayerState, layer_specs
@@ -268,14 +269,16 @@ def latency_figure_gw_shapes(pad: int = 16) -> list[tuple[int, int, int]]:
 
 def gw_route_times(ops: Any, reps: int, warmup: int) -> list[dict[str, Any]]:
     """The g_w product as the backward runs it (``int_matmul``: K padded where the route needs it, the integer GEMM,
-    the dequantisation) by each route, at the latency figure's shapes with K as the backward has it: cuBLASLt
-    (``int8_lt``, where K is a multiple of 8) against the sm_90a GEMM with the scales in its epilogue
-    (``int8_sm90``). ``exact``: bit for bit the exact integer product dequantised by ``dequantize``."""
+    the dequantisation) by each route, at the latency figure's shapes with K as the backward has it and the codes'
+    rows at the HLA quantisers' pitch (:func:`hot.backends.real.hla_codes_pitch`): cuBLASLt (``int8_lt``, where K is
+    a multiple of 8) against the sm_90a GEMM with the scales in its epilogue (``int8_sm90``). ``exact``: bit for bit
+    the exact integer product dequantised by ``dequantize``."""
     results = []
     for m, n, k in latency_figure_gw_shapes(pad=1):
         gen = torch.Generator(device="cuda").manual_seed(m + n + k)
-        a = torch.randint(-127, 128, (m, k), device="cuda", dtype=torch.int8, generator=gen)
-        b = torch.randint(-127, 128, (n, k), device="cuda", dtype=torch.int8, generator=gen)
+        pitch = hla_codes_pitch(k)
+        a = torch.randint(-127, 128, (m, pitch), device="cuda", dtype=torch.int8, generator=gen)[:, :k]
+        b = torch.randint(-127, 128, (n, pitch), device="cuda", dtype=torch.int8, generator=gen)[:, :k]
         rows, col = torch.rand(m, device="cuda") + 0.5, torch.rand((), device="cuda") + 0.5
         routes = ["int8_sm90"] + (["int8_lt"] if k % 8 == 0 else [])
         # every partial sum is below 2^53: the float64 product is the exact one

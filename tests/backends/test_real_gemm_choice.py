@@ -97,6 +97,21 @@ def test_small_g_x_products_take_the_sm90a_int8_gemm(backend_on, sm90, gemm, m, 
 
 
 @pytest.mark.parametrize(
+    ("m", "k", "n", "route"),
+    [(784, 128, 1152, "fp8"), (49, 512, 4608, "fp8"), (3136, 64, 576, "fp8"),  # ResNet-50's N = 9 K layers
+     (784, 128, 512, "int8_sm90"), (197, 768, 3072, "int8_sm90"), (197, 2304, 768, "int8_sm90")],
+)  # fmt: skip
+def test_a_width_bound_keeps_wide_small_g_x_products_on_the_fp8_gemm(backend_on, m, k, n, route) -> None:
+    """``small_gx_max_width`` (an A/B's setting; unbounded by default) sends small products with N above that many
+    times K to the FP8 GEMM: at 4, the latency figure's N = 9 K layers, and no other."""
+    backend = backend_on((9, 0), "13.0", sm90=True)
+    device = torch.device("cuda", 0)
+    assert backend._gx_route(device, True, m, k, n) == "int8_sm90"
+    backend.small_gx_max_width = 4.0
+    assert backend._gx_route(device, True, m, k, n) == route
+
+
+@pytest.mark.parametrize(
     ("o", "r", "i", "route"),
     [(96, 224, 64, "int8_sm90"), (96, 210, 64, "int8_sm90"), (96, 840, 64, "int8_sm90"), (16, 840, 64, "int8_sm90"),
      (96, 840, 12, "int8_sm90"), (96, 0, 64, "reference"), (96, 224, 6, "reference")],

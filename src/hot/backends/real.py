@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import math
 from collections.abc import Callable, Iterator
 from types import ModuleType
 
@@ -316,6 +317,9 @@ class RealBackend:
         self.fused_grad_output = fused_grad_output
         self.side_stream = side_stream
         self.small_gx_macs = _SMALL_GX_MACS  # 0: every 4-bit g_x product on the FP8 GEMM (an A/B's other side)
+        # the widest small g_x product (N / K) the sm_90a INT8 GEMM takes; inf (the default): every one. In a
+        # captured backward the FP8 GEMM was faster on the figure's four layers of N = 9 K (an A/B's `narrow_gx`)
+        self.small_gx_max_width = math.inf
         self._sm90: dict[int, bool] = {}
         self._gemms: dict[int, str] = {}
 
@@ -466,7 +470,8 @@ class RealBackend:
         """The g_x GEMM for (m, k) · (k, n) codes on ``device``, 4-bit on both sides where ``narrow``, written as
         ``out_dtype``, the codes already e4m3 where ``e4m3``: ``fp8`` (row-wise ``_scaled_mm``, dequantisation in its
         epilogue), ``int8_sm90`` (the sm_90a INT8 GEMM with its dequantising epilogue, in place of ``fp8`` where the
-        auto family holds it for float32 products below ``_SMALL_GX_MACS`` on int8 codes), ``int4`` or ``int8``
+        auto family holds it for float32 products below ``_SMALL_GX_MACS`` on int8 codes, N at most
+        ``small_gx_max_width`` times K), ``int4`` or ``int8``
         (CUTLASS sm80), else ``reference``. 8-bit codes take the INT8 sm80 GEMM, exact for any int8 (it also runs on
         sm_90)."""
         gemm = self._gx_gemm(device)
@@ -474,6 +479,7 @@ class RealBackend:
             gemm = "cutlass"
         if m > 0 and gemm == "cublas" and n % 16 == 0:
             small = m * k * n < self.small_gx_macs and out_dtype == torch.float32 and not e4m3
+            small = small and n <= self.small_gx_max_width * k
             return "int8_sm90" if small and self.gemm_for(device) == "cutlass-sm90" else "fp8"
         if m > 0 and gemm == "cutlass-int4" and n % 4 == 0:
             return "int4"

@@ -596,13 +596,9 @@ at::Tensor cutlass_gemm_s4(const at::Tensor& a, const at::Tensor& b) {
 // The operands of both INT8 GEMMs: 16-byte aligned int8 CUDA matrices A (M, K) and B (N, K), contiguous where
 // `contiguous` (the sm90 GEMM checks their rows itself).
 void check_int8_gemm_operands(const at::Tensor& a, const at::Tensor& b, bool contiguous = true) {
-  for (const auto& [t, name] : {std::pair{&a, "a"}, std::pair{&b, "b"}}) {
-    if (contiguous) {
-      check_cuda(*t, name);
-    } else {
-      check_on_cuda(*t, name);
-    }
-  }
+  const auto check_device = contiguous ? check_cuda : check_on_cuda;
+  check_device(a, "a");
+  check_device(b, "b");
   check_dtype(a, at::kChar, "a");
   check_dtype(b, at::kChar, "b");
   check_aligned(a, "a");
@@ -643,9 +639,10 @@ void check_sm90_operands(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK_VALUE(a.device() == b.device(), "a and b must be on the same device");
   const int64_t m = a.size(0), n = b.size(0), k = a.size(1);
   // an empty product launches nothing
-  TORCH_CHECK_VALUE(a.numel() == 0 || b.numel() == 0 || (tma_rows(a) && tma_rows(b)), "sm90 INT8 GEMM needs a and b in rows of contiguous bytes, "
-                    "16-byte aligned, their pitch a multiple of 16 (TMA), got strides ", strides_of(a), " and ",
-                    strides_of(b), " (K = ", num(k), "; a contiguous K must be a multiple of 16)");
+  TORCH_CHECK_VALUE(a.numel() == 0 || b.numel() == 0 || (tma_rows(a) && tma_rows(b)),
+                    "sm90 INT8 GEMM needs a and b in rows of contiguous bytes, 16-byte aligned, their pitch a "
+                    "multiple of 16 (TMA), got strides ", strides_of(a), " and ", strides_of(b), " (K = ", num(k),
+                    "; a contiguous K must be a multiple of 16)");
   TORCH_CHECK_VALUE(n % 4 == 0, "sm90 INT8 GEMM needs N a multiple of 4 (TMA: 16-byte output rows), got ", num(n));
   TORCH_CHECK_VALUE(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX, "sm90 INT8 GEMM: a dimension exceeds int32");
   const c10::cuda::CUDAGuard guard(a.device());  // the probe asks the current device: make it a's

@@ -108,13 +108,15 @@ def load_ops() -> ModuleType:
 
 
 @contextlib.contextmanager
-def _kernel_setting(set_it: Callable[[bool], None], enabled: bool) -> Iterator[None]:
-    """Within: a process-wide setting of the compiled ops at ``enabled``; on (its default) again after."""
-    set_it(enabled)
+def _kernel_setting(
+    set_it: Callable[[bool | float], None], value: bool | float, default: bool | float = True
+) -> Iterator[None]:
+    """Within: a process-wide setting of the compiled ops at ``value``; at ``default`` (on) again after."""
+    set_it(value)
     try:
         yield
     finally:
-        set_it(True)
+        set_it(default)
 
 
 def hla_one_launch(backend: RealBackend, enabled: bool) -> contextlib.AbstractContextManager[None]:
@@ -136,16 +138,11 @@ def sm90_balanced_grid(backend: RealBackend, enabled: bool) -> contextlib.Abstra
     return _kernel_setting(backend.ops.set_sm90_balanced_grid, enabled)
 
 
-@contextlib.contextmanager
-def sm90_pingpong_sm_share(backend: RealBackend, share: float) -> Iterator[None]:
+def sm90_pingpong_sm_share(backend: RealBackend, share: float) -> contextlib.AbstractContextManager[None]:
     """Within: a small sm_90a product (below 2^30 multiply-adds) whose ping-pong grid would take more than
     ``share`` of the SMs takes the cooperative kernel, data-parallel, instead; every small product takes the
     ping-pong kernel again after (share 1, the default). Process-wide, for A/B timings."""
-    backend.ops.set_sm90_pingpong_sm_share(share)
-    try:
-        yield
-    finally:
-        backend.ops.set_sm90_pingpong_sm_share(1.0)
+    return _kernel_setting(backend.ops.set_sm90_pingpong_sm_share, share, 1.0)
 
 
 def sm90_programmatic_launch(backend: RealBackend, enabled: bool) -> contextlib.AbstractContextManager[None]:

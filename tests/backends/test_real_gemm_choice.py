@@ -5,6 +5,7 @@ torch (the container image's) takes the INT8 tensor cores, whose exactness the G
 
 from __future__ import annotations
 
+import math
 import types
 
 import pytest
@@ -102,13 +103,14 @@ def test_small_g_x_products_take_the_sm90a_int8_gemm(backend_on, sm90, gemm, m, 
      (784, 128, 512, "int8_sm90"), (197, 768, 3072, "int8_sm90"), (197, 2304, 768, "int8_sm90")],
 )  # fmt: skip
 def test_a_width_bound_keeps_wide_small_g_x_products_on_the_fp8_gemm(backend_on, m, k, n, route) -> None:
-    """``small_gx_max_width`` (an A/B's setting; unbounded by default) sends small products with N above that many
-    times K to the FP8 GEMM: at 4, the latency figure's N = 9 K layers, and no other."""
+    """``small_gx_max_width`` (4 by default) sends small products with N above that many times K to the FP8 GEMM:
+    the latency figure's N = 9 K layers, and no other; unbounded (an A/B's other side), none."""
     backend = backend_on((9, 0), "13.0", sm90=True)
     device = torch.device("cuda", 0)
-    assert backend._gx_route(device, True, m, k, n) == "int8_sm90"
-    backend.small_gx_max_width = 4.0
+    assert backend.small_gx_max_width == 4.0
     assert backend._gx_route(device, True, m, k, n) == route
+    backend.small_gx_max_width = math.inf
+    assert backend._gx_route(device, True, m, k, n) == "int8_sm90"
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import math
 from collections.abc import Callable, Iterator
 from types import ModuleType
 
@@ -90,6 +89,10 @@ _E4M3 = torch.float8_e4m3fn
 # GEMM. Where K and N are multiples of 16, only the launches that make W's and g_y's codes together write int8 codes
 # (RealBackend._int8_gx_codes); a quantiser called alone writes e4m3 ones.
 _SMALL_GX_MACS = 1 << 30
+# ... and only where N is at most 4 K. A rule fitted to the latency figure's 16 layers: in the captured backward
+# the FP8 GEMM was faster on exactly its four of N = 9 K (ResNet-50's conv2s), 4.8 us summed over the 16, the other
+# 12 within noise (an H200, kernels/results/h200_2026-11-29_s21/ab_436309a.json, latency_ab's `wide_gx` the other side).
+_SMALL_GX_MAX_WIDTH = 4.0
 _4BIT = "_hot_4bit_codes"
 _REFERENCE = ReferenceBackend()
 
@@ -314,9 +317,7 @@ class RealBackend:
         self.fused_grad_output = fused_grad_output
         self.side_stream = side_stream
         self.small_gx_macs = _SMALL_GX_MACS  # 0: every 4-bit g_x product on the FP8 GEMM (an A/B's other side)
-        # the widest small g_x product (N / K) the sm_90a INT8 GEMM takes; inf (the default): every one. In a
-        # captured backward the FP8 GEMM was faster on the figure's four layers of N = 9 K (an A/B's `narrow_gx`)
-        self.small_gx_max_width = math.inf
+        self.small_gx_max_width = _SMALL_GX_MAX_WIDTH  # N / K; inf: every small product (an A/B's other side)
         self._sm90: dict[int, bool] = {}
         self._gemms: dict[int, str] = {}
 
@@ -468,7 +469,7 @@ class RealBackend:
         ``out_dtype``, the codes already e4m3 where ``e4m3``: ``fp8`` (row-wise ``_scaled_mm``, dequantisation in its
         epilogue), ``int8_sm90`` (the sm_90a INT8 GEMM with its dequantising epilogue, in place of ``fp8`` where the
         auto family holds it for float32 products below ``_SMALL_GX_MACS`` on int8 codes, N at most
-        ``small_gx_max_width`` times K), ``int4`` or ``int8``
+        ``small_gx_max_width`` (``_SMALL_GX_MAX_WIDTH``) times K), ``int4`` or ``int8``
         (CUTLASS sm80), else ``reference``. 8-bit codes take the INT8 sm80 GEMM, exact for any int8 (it also runs on
         sm_90)."""
         gemm = self._gx_gemm(device)

@@ -8,9 +8,9 @@ each on a stream of their own, their quantisers alone); ``pair_only`` and ``w_on
 place of its balanced one (:func:`hot.backends.real.sm90_balanced_grid`); ``no_pdl`` (the same builds), ``hot`` with
 the sm_90a GEMMs launched after the kernel before them ends, not as its programmatic dependents
 (:func:`hot.backends.real.sm90_programmatic_launch`); ``fp8_gx``, ``hot`` with every 4-bit g_x GEMM on cuBLAS's
-FP8 kernel, the small products' sm_90a INT8 one off (``RealBackend.small_gx_macs`` 0); ``narrow_gx`` (the same
-builds), ``hot`` with the INT8 g_x GEMM only where N is at most 4 K (``RealBackend.small_gx_max_width``), the FP8
-one elsewhere; ``pingpong_half`` (the same
+FP8 kernel, the small products' sm_90a INT8 one off (``RealBackend.small_gx_macs`` 0); ``wide_gx`` (the same
+builds), ``hot`` with the INT8 g_x GEMM on small products of any width, not only where N is at most 4 K
+(``RealBackend.small_gx_max_width`` unbounded); ``pingpong_half`` (the same
 builds), ``hot`` with each small sm_90a product whose ping-pong grid would take more than half the SMs on the
 cooperative kernel, data-parallel (:func:`hot.backends.real.sm90_pingpong_sm_share`); ``unrolled`` (any build),
 ``hot`` with the one-launch HLA quantisers' transform unrolled over a unit's channels
@@ -109,12 +109,12 @@ def main(out: str, rounds: int = 7, timelines: tuple[str, ...] = ()) -> None:
             finally:
                 backend.small_gx_macs = small
             assert mode == "graph", ("fp8_gx", mode)
-            backend.small_gx_max_width = 4.0  # the INT8 g_x GEMM only where N <= 4 K
+            width, backend.small_gx_max_width = backend.small_gx_max_width, math.inf  # INT8 at every width
             try:
-                runs["narrow_gx"], mode = replayable(_hot(backend, g_y, w, x, tokens)["hot"])
+                runs["wide_gx"], mode = replayable(_hot(backend, g_y, w, x, tokens)["hot"])
             finally:
-                backend.small_gx_max_width = math.inf
-            assert mode == "graph", ("narrow_gx", mode)
+                backend.small_gx_max_width = width
+            assert mode == "graph", ("wide_gx", mode)
             with sm90_pingpong_sm_share(backend, 0.5):
                 runs["pingpong_half"], mode = replayable(_hot(backend, g_y, w, x, tokens)["hot"])
             assert mode == "graph", ("pingpong_half", mode)

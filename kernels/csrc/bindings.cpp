@@ -848,15 +848,20 @@ at::Tensor aligned(const at::Tensor& t) {
 
 at::Tensor int8_of(const at::Tensor& codes) { return codes.scalar_type() == at::kChar ? codes : codes.to(at::kChar); }
 
-// A GEMM's int8 operands a (M, K) and b_t (N, K) contiguous and aligned where K is a multiple of `multiple` (8 or
-// 16), else both with K zero-padded to a multiple of 16, in one launch (rows read where they lie, at any pitch).
+bool contiguous_and_aligned(const at::Tensor& t) {
+  return t.is_contiguous() && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+}
+
+// A GEMM's int8 operands a (M, K) and b_t (N, K) as they are where K is a multiple of `multiple` (8 or 16) and both
+// are contiguous and aligned, else both with K zero-padded to a multiple of 16, in one launch (rows read where they
+// lie, at any pitch): an HLA quantiser's codes at their row pitch take that one launch, not a copy each.
 std::pair<at::Tensor, at::Tensor> pad_k(const at::Tensor& a, const at::Tensor& b_t, int64_t multiple) {
   TORCH_CHECK_VALUE(a.dim() == 2 && b_t.dim() == 2, "the integer GEMM's operands must be 2-D, got ", shape_of(a),
                     " and ", shape_of(b_t));
   TORCH_CHECK_VALUE(a.size(1) == b_t.size(1), "the integer GEMM's operands must agree in K, got ", shape_of(a),
                     " and ", shape_of(b_t));
   const int64_t k = a.size(1), k_pad = round_up(k, 16);
-  if (k % multiple == 0) return {aligned(a), aligned(b_t)};
+  if (k % multiple == 0 && contiguous_and_aligned(a) && contiguous_and_aligned(b_t)) return {a, b_t};
   TORCH_CHECK_VALUE(a.is_cuda() && a.device() == b_t.device(), "the integer GEMM's operands must be on one CUDA "
                     "device, got ", a.device(), " and ", b_t.device());
   const c10::cuda::CUDAGuard guard(a.device());

@@ -343,7 +343,7 @@ def test_the_integer_routes_pad_k_and_agree(ops, k: int) -> None:
         got = ops.int_matmul(a, b, row, col, 16.0, route)
         assert torch.equal(_bits(got), _bits(want)), route
     # the same codes at a pitch of 16 bytes, random past K: int8_sm90 reads them where they lie (no padding launch
-    # for K % 16 != 0), the other routes pad or copy them
+    # for K % 16 != 0), the other routes pad both in one launch (K % 8 == 0 too for cuBLASLt: no copy of each)
     pitch = (k + 15) // 16 * 16
     a_p, b_p = _at_pitch(m, k, pitch, 7), _at_pitch(n, k, pitch, 8)
     a_p.copy_(a)
@@ -356,6 +356,9 @@ def test_the_integer_routes_pad_k_and_agree(ops, k: int) -> None:
         names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
         if route == "int8_sm90":
             assert len(names) == 1 and "cutlass" in names[0], names
+        elif k % 16:
+            assert sum("pad_columns" in name for name in names) == 1, (route, names)
+            assert not any("copy" in name for name in names), (route, names)
 
 
 def test_sm90_unavailable_elsewhere() -> None:

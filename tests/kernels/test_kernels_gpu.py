@@ -723,12 +723,12 @@ def test_the_sm90_gemm_takes_k_that_is_not_a_multiple_of_16(kernel_backend) -> N
         assert torch.equal(out.cpu().double(), (g.long().t() @ x.long()).double())
 
 
-@pytest.mark.parametrize("pair", [False, True])
-def test_hla_codes_lie_at_a_pitch_the_sm90_gemm_reads(kernel_backend, pair: bool) -> None:
-    """The HLA quantisers (alone and paired) write codes_t (C, R) in rows hla_codes_pitch(R) apart, R rounded up
-    to 16 bytes: a sample of ViT's 14 x 14 grid and class token keeps R = 16 * 8 + 1 = 129 rows, 144 bytes apart.
-    The g_w GEMM on the sm_90a route reads them there: no padding or copy launch, and the exact product of the
-    reference's codes."""
+@pytest.mark.parametrize("how", ["alone", "pair", "fused"])
+def test_hla_codes_lie_at_a_pitch_the_sm90_gemm_reads(kernel_backend, how: str) -> None:
+    """The HLA quantisers (alone, paired, and g_y's inside the fused grad_output pass) write codes_t (C, R) in rows
+    hla_codes_pitch(R) apart, R rounded up to 16 bytes: a sample of ViT's 14 x 14 grid and class token keeps
+    R = 16 * 8 + 1 = 129 rows, 144 bytes apart. The g_w GEMM on the sm_90a route reads them there: no padding or
+    copy launch, and the exact product of the reference's codes."""
     from hot.backends import InputCodes
 
     backend = RealBackend(gemm="cutlass-sm90")
@@ -737,10 +737,16 @@ def test_hla_codes_lie_at_a_pitch_the_sm90_gemm_reads(kernel_backend, pair: bool
     grid = TokenGrid(1, 14, 14)
     spec = HLASpec(hla_windows(grid.tokens, "spatial", grid), 8, 8, "stochastic", "per_tensor", 11)
     g, x = _randn(grid.tokens, 96, seed=1), _randn(grid.tokens, 64, seed=2)
-    if pair:
+    if how == "pair":
         (x_codes, x_scale), (g_codes, g_scale, _) = backend._hla_quantize_pair(
             InputCodes(backend, x.to(CUDA), spec), g.to(CUDA), spec, False
         )
+    elif how == "fused":
+        fused, hq = RealBackend(gemm="cutlass-sm90", fused_grad_output=True), HQSpec(16, 4, "per_token", 12)
+        assert fused.fuses_grad_output(g.to(CUDA), hq, spec)
+        out = fused.quantize_grad_output(g.to(CUDA), hq, spec)
+        g_codes, g_scale = out.hla_codes, out.hla_scale
+        x_codes, x_scale = backend.hla_quantize(x.to(CUDA), spec)
     else:
         g_codes, g_scale = backend.hla_quantize(g.to(CUDA), spec)
         x_codes, x_scale = backend.hla_quantize(x.to(CUDA), spec)

@@ -852,21 +852,22 @@ bool contiguous_and_aligned(const at::Tensor& t) {
   return t.is_contiguous() && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
 }
 
-// A GEMM's int8 operands a (M, K) and b_t (N, K) as they are where K is a multiple of `multiple` (8 or 16) and both
-// are contiguous and aligned, else both with K zero-padded to a multiple of 16, in one launch (rows read where they
-// lie, at any pitch): an HLA quantiser's codes at their row pitch take that one launch, not a copy each.
+// A GEMM's int8 operands a (M, K) and b_t (N, K) with rows along K (transposed views copied so), then as they are
+// where K is a multiple of `multiple` (8 or 16) and both are contiguous and aligned, else both with K zero-padded to
+// a multiple of 16 in one launch (rows read where they lie, at any pitch): an HLA quantiser's codes at their row
+// pitch take that one launch, not a copy each.
 std::pair<at::Tensor, at::Tensor> pad_k(const at::Tensor& a, const at::Tensor& b_t, int64_t multiple) {
   TORCH_CHECK_VALUE(a.dim() == 2 && b_t.dim() == 2, "the integer GEMM's operands must be 2-D, got ", shape_of(a),
                     " and ", shape_of(b_t));
   TORCH_CHECK_VALUE(a.size(1) == b_t.size(1), "the integer GEMM's operands must agree in K, got ", shape_of(a),
                     " and ", shape_of(b_t));
-  const int64_t k = a.size(1), k_pad = round_up(k, 16);
-  if (k % multiple == 0 && contiguous_and_aligned(a) && contiguous_and_aligned(b_t)) return {a, b_t};
   TORCH_CHECK_VALUE(a.is_cuda() && a.device() == b_t.device(), "the integer GEMM's operands must be on one CUDA "
                     "device, got ", a.device(), " and ", b_t.device());
+  const int64_t k = a.size(1), k_pad = round_up(k, 16);
   const c10::cuda::CUDAGuard guard(a.device());
   const auto rows = [](const at::Tensor& t) { return t.stride(1) == 1 || t.size(1) <= 1 ? t : t.contiguous(); };
   const at::Tensor ac = rows(a), bc = rows(b_t);
+  if (k % multiple == 0 && contiguous_and_aligned(ac) && contiguous_and_aligned(bc)) return {ac, bc};
   auto a_out = at::empty({a.size(0), k_pad}, ac.options());
   auto b_out = at::empty({b_t.size(0), k_pad}, bc.options());
   if (a_out.numel() + b_out.numel() > 0) {

@@ -361,6 +361,32 @@ def test_the_integer_routes_pad_k_and_agree(ops, k: int) -> None:
             assert not any("copy" in name for name in names), (route, names)
 
 
+@pytest.mark.parametrize("k", [96, 104])
+def test_the_integer_routes_take_transposed_and_unaligned_operands(ops, k: int) -> None:
+    """Transposed views (codes a quantiser wrote (R, C), read as (C, R)) are made contiguous and then padded only
+    where K needs it: at K = 96 by no route, at 104 (a multiple of 8) not for cuBLASLt. A contiguous operand at an
+    address that is not 16-byte aligned is padded with the other in one launch. Every route: the exact product's
+    bits."""
+    m, n = 200, 264
+    a, b = _codes(m, k, k), _codes(n, k, k + 1)
+    row, col = _scales(m, True, 1), _scales(n, True, 2)
+    want = ops.dequantize(_exact(a, b).int(), row, col, 16.0)
+    a_t, b_t = a.t().contiguous().t(), b.t().contiguous().t()  # the same values, strides (1, rows)
+    for route, multiple in (("int8_sm90", 16), ("int8", 16), ("int8_lt", 8)):
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            got = ops.int_matmul(a_t, b_t, row, col, 16.0, route)
+            torch.cuda.synchronize()
+        assert torch.equal(_bits(got), _bits(want)), route
+        names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        assert sum("pad_columns" in name for name in names) == int(k % multiple != 0), (route, names)
+    unaligned = torch.empty(m * k + 1, dtype=torch.int8, device=CUDA)[1:].view(m, k)
+    unaligned.copy_(a)
+    assert unaligned.data_ptr() % 16 != 0
+    for route in ("int8_sm90", "int8", "int8_lt"):
+        got = ops.int_matmul(unaligned, b, row, col, 16.0, route)
+        assert torch.equal(_bits(got), _bits(want)), route
+
+
 def test_sm90_unavailable_elsewhere() -> None:
     """On a GPU that is not compute capability 9.0 the GEMM reports itself unavailable and raises clearly."""
     ops = _extension()

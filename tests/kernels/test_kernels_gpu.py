@@ -1206,6 +1206,7 @@ BF16, F32 = torch.bfloat16, torch.float32
         # T = 197 in 1x16 strips: 104 projected rows a sample
         (394, 96, 64, {}, "auto", BF16, True, ("fp8", "int8_sm90")),  # R = 208
         (394, 96, 64, {}, "auto", F32, True, ("int8_sm90", "int8_sm90")),  # float32 g_x below 2^30 MACs
+        (394, 32, 288, {}, "auto", F32, True, ("fp8", "int8_sm90")),  # but N = 9 K: small_gx_max_width's FP8 GEMM
         (591, 96, 64, {"abc": True}, "auto", BF16, True, ("fp8", "int8_sm90")),  # R = 312: K padded to 320
         (3152, 768, 3072, {"gx_granularity": "per_tensor"}, "auto", BF16, True, ("fp8", "int8_sm90")),  # tensor-wise
         (394, 96, 64, {"gw_granularity": "per_channel", "gy_rounding": "nearest"}, "auto", BF16, True,

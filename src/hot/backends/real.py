@@ -91,7 +91,8 @@ _E4M3 = torch.float8_e4m3fn
 _SMALL_GX_MACS = 1 << 30
 # ... and only where N is at most 4 K. A rule fitted to the latency figure's 16 layers: in the captured backward
 # the FP8 GEMM was faster on exactly its four of N = 9 K (ResNet-50's conv2s), 4.8 us summed over the 16, the other
-# 12 within noise (an H200, kernels/results/h200_2026-11-29_s21/ab_436309a.json, latency_ab's `wide_gx` the other side).
+# 12 within noise (an H200: kernels/results/h200_2026-11-29_s21/ab_436309a.json, where this rule is `narrow_gx`, and
+# ab_3e390ad.json, where it is the default and `wide_gx` the other side).
 _SMALL_GX_MAX_WIDTH = 4.0
 _4BIT = "_hot_4bit_codes"
 _REFERENCE = ReferenceBackend()
@@ -894,7 +895,7 @@ class RealBackend:
         self.ops.check_hla_matmul(g_codes, g_scale, x_codes, x_scale)
         (r, o), i = g_codes.shape, x_codes.shape[1]
         # (O, R) and (I, R) views: int_matmul's GEMMs read an HLA quantiser's codes where they lie (rows at a pitch
-        # of 16 bytes) and copy other layouts as they need them
+        # of 16 bytes) or pad them, and copy transposed layouts
         a, b_t = g_codes.t(), x_codes.t()
         route = self._gw_route(a.device, o, r, i)
         return self._integer_product(a, b_t, g_scale, x_scale, float(spec.windows.block), route)

@@ -110,11 +110,11 @@ def test_table_jobs_depend_on_results_and_their_own_code_only(tmp_path: Path) ->
                 path.startswith(f"{tmp_path}/results/")
                 or path in shared
                 or path in (f"src/hot/tables/{table}.py", "src/hot/data/paper_values.yaml")
-                or (table, path) == ("latency_figure", "kernels/results/latency_h100.json")  # committed, read-only
+                or (table, path) == ("latency_figure", "kernels/results/latency_h200.json")  # committed, read-only
             ), f"{table} depends on {path}"
     assert all("src/" not in inputs for inputs in blocks["train"])
     # without a GPU the latency figure draws the committed measurement (labelled so)
-    assert "kernels/results/latency_h100.json" in blocks["latency_figure"][0].split(", ")
+    assert "kernels/results/latency_h200.json" in blocks["latency_figure"][0].split(", ")
 
 
 @pytest.mark.parametrize(

@@ -109,7 +109,8 @@ def plan_json():
 TABLE_CODE = ["src/hot/commands/tables.py", *(f"src/hot/tables/{m}.py" for m in ("__init__", "common", "render", "plots"))]
 PAPER_VALUES = "src/hot/data/paper_values.yaml"
 # A GPU measurement committed with the sources: the latency figure draws it, labelled so, where a run measures none.
-COMMITTED_LATENCY = "kernels/results/latency_h100.json"
+# The latest kernels' (an H200's; the H100's older one is kernels/results/latency_h100.json).
+COMMITTED_LATENCY = "kernels/results/latency_h200.json"
 ANALYSIS_INPUTS = {  # table -> role -> results file of the analysis stages
     "table1": {"memory": f"{R}/analysis/memory_table1.json", "latency": f"{R}/latency/latency.json"},
     "table2": {"gbops": f"{R}/analysis/gbops.json"},

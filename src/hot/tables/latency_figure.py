@@ -1,7 +1,7 @@
 """Appendix F, Figure 1 and the authors' per-layer latency figure: backward latency of one layer (µs).
 
 Roles: ``latency`` (``hot latency``'s JSON; ``{"status": "not measured: no GPU"}`` without a GPU) and, optionally,
-``committed_latency``: a GPU measurement committed with the sources (``kernels/results/latency_h100.json``), which the
+``committed_latency``: a GPU measurement committed with the sources (``kernels/results/latency_h200.json``), which the
 figure shows, labelled as such, where this run measured nothing. The table's cells and its check are this run's only.
 """
 

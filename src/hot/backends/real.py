@@ -25,7 +25,7 @@ epilogue (equal up to fp32 rounding of the scale products). Codes come back as i
 tensors holding the reference's integer values; the weight and HLA codes are transposed views of the
 layouts the GEMMs read (K contiguous). The HLA codes' rows lie R rounded up to 16 bytes apart
 (:func:`hla_codes_pitch`): the sm_90a GEMM reads them as they lie at any R; at R % 16 != 0 the other integer GEMMs
-get them padded (CUTLASS sm80) or copied (cuBLASLt). The 4-bit g_x GEMMs (INT4, FP8) take only codes
+(CUTLASS sm80, cuBLASLt) get both operands padded in one launch. The 4-bit g_x GEMMs (INT4, FP8) take only codes
 known to lie in -8..7: those of the 4-bit quantisers, or codes passed through :func:`mark_4bit`; other int8
 codes (``gx_bits=8``) use the exact INT8 GEMM.
 

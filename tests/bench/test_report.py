@@ -20,8 +20,15 @@ def test_bytes_bandwidth_and_targets_by_hand() -> None:
     assert b["gbps"] == pytest.approx(3000.0) and b["fraction_of_copy"] == pytest.approx(0.75)
     assert b["target"] == 0.8 and b["met"] is False
     assert timing.bandwidth(3_200_000, 1.0, 4000.0, report.BANDWIDTH_TARGET)["met"] is True
-    assert report.layer_verdict("proj", 100.0, 80.0) == {"speedup_vs_bf16": 1.25, "target": 1.2, "target_met": True}
-    assert report.layer_verdict("qkv", 100.0, 80.0)["target_met"] is False
+    assert report.layer_verdict("proj", 100.0, 80.0) == {"speedup_vs_bf16": 1.25, "target": 1.0, "target_met": True}
+    assert report.layer_verdict("qkv", 100.0, 101.0)["target_met"] is False
+    assert report.layer_verdict("fc1", 100.0, 80.0) | {"speedup_vs_bf16": 0} == {
+        "speedup_vs_bf16": 0,
+        "target": 1.0,
+        "target_met": True,
+        "stretch": 1.3,
+        "stretch_met": False,
+    }
     assert report.meets(None, 1.0) is None and report.meets(0.6, 0.7, higher_is_better=False) is True
 
 
@@ -48,24 +55,34 @@ def test_step_summary_ratios_and_targets() -> None:
         "hot_compile": {"error": "RuntimeError: no"},
     }
     s = report.step_summary(variants)
-    assert s["baseline"] == "bf16_compile"
-    assert s["ratios"]["bf16"] == {"speedup": 0.8, "memory_ratio": 1.2}
-    assert s["ratios"]["hot"]["speedup"] == pytest.approx(1.25)
-    assert s["ratios"]["hot"]["memory_ratio"] == pytest.approx(0.6)
+    assert s["baseline"] == "bf16"
+    assert s["ratios"]["bf16_compile"] == {"speedup": 1.25, "memory_ratio": pytest.approx(10 / 12)}
+    assert s["ratios"]["hot"] == {"speedup": pytest.approx(125 / 80), "memory_ratio": 0.5}
     assert "hot_compile" not in s["ratios"] and "hot_compile" not in s["targets"]
     assert s["targets"]["hot"] == {
-        "speedup_ge_1.15": True,
         "faster_than_torchao_float8": True,
-        "memory_ratio_le_0.7": True,
+        "faster_than_bf16": True,
+        "memory_vs_bf16_le_0.75": True,
+        "stretch_faster_than_bf16_compile": True,
     }
-    slow = report.step_summary({**variants, "hot": {"step_ms": 90.0, "peak_memory_gib": 7.5}})
+    # 9.0 of bf16's 12.0 GiB is 0.75 exactly: met; 90 ms is slower than torchao's 85 but faster than bf16's 125
+    slow = report.step_summary({**variants, "hot": {"step_ms": 90.0, "peak_memory_gib": 9.0}})
     assert slow["targets"]["hot"] == {
-        "speedup_ge_1.15": False,
         "faster_than_torchao_float8": False,
-        "memory_ratio_le_0.7": False,
+        "faster_than_bf16": True,
+        "memory_vs_bf16_le_0.75": True,
+        "stretch_faster_than_bf16_compile": True,
     }
+    big = report.step_summary({**variants, "hot": {"step_ms": 130.0, "peak_memory_gib": 9.1}})
+    assert big["targets"]["hot"]["faster_than_bf16"] is False
+    assert big["targets"]["hot"]["memory_vs_bf16_le_0.75"] is False
     skipped = report.step_summary({**variants, "torchao_float8": {"skipped": "torchao is not importable"}})
     assert skipped["targets"]["hot"]["faster_than_torchao_float8"] is None
+    # without bf16 eager: the ratios against the first variant measured, and the targets that need bf16 unknown
+    no_bf16 = report.step_summary({k: v for k, v in variants.items() if k != "bf16"})
+    assert no_bf16["baseline"] == "bf16_compile" and no_bf16["ratios"]["hot"]["speedup"] == 1.25
+    assert no_bf16["targets"]["hot"]["faster_than_bf16"] is None
+    assert no_bf16["targets"]["hot"]["memory_vs_bf16_le_0.75"] is None
 
 
 def _run(date: str, step_ms: dict[str, float], speedups: dict[str, float] | None = None, **settings: object) -> dict:

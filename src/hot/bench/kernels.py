@@ -58,6 +58,44 @@ def arithmetic_limit(
     }
 
 
+def grad_output_budget(
+    bf16_us: float,
+    stages_us: dict[str, float],
+    length: int,
+    out_f: int,
+    rows: int,
+    copy_bytes_per_s: float,
+    gy_bytes: int = 2,
+) -> dict[str, float | None]:
+    """What g_y's quantisers would have to reach for this layer's backward to tie bf16, given this run's other
+    stages (the weight quantiser and the two GEMMs as measured): the time left to them, and the fraction of copy
+    bandwidth that time asks of the bytes they must move (None where nothing is left).
+
+    Two counts of bytes, both with the codes written once (L·O FP8 bytes for g_x, rows·O INT8 for g_w): g_y read
+    once, and read twice. The spec's scales for P g_y may not run along the contracted L axis (per tensor, or per
+    output channel), so no HLA code can be written before all of g_y has been seen: g_y is read twice, or an
+    intermediate at least as large (P g_y in float32) is written and read again, unless it stays on chip or in L2
+    between the passes. The one-read count is the bound that ignores this.
+    """
+    other_us = stages_us["hq_quantize_weight"] + stages_us["hq_matmul"] + stages_us["hla_matmul"]
+    budget_us = bf16_us - other_us
+    grad_output = length * out_f * gy_bytes
+    one_read = grad_output + length * out_f + rows * out_f
+    two_reads = one_read + grad_output
+
+    def fraction(moved: int) -> float | None:
+        return moved / (budget_us * 1e-6) / copy_bytes_per_s if budget_us > 0 else None
+
+    return {
+        "other_stages_us": other_us,
+        "budget_us": budget_us,
+        "bytes_one_read": one_read,
+        "bytes_two_reads": two_reads,
+        "fraction_of_copy_one_read": fraction(one_read),
+        "fraction_of_copy_two_reads": fraction(two_reads),
+    }
+
+
 def moved_grad_output_bytes(backend: Any, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec, unique: int) -> tuple[int, str]:
     """Bytes the g_y quantisers move: the backend's own account where it has one (the real backend), else the two
     passes over g_y (statistics, then quantise)."""
@@ -140,6 +178,7 @@ def measure_layer(
             **layer_verdict(name, us["bf16"], us["hot_backward"]),
             **gemms,
             "arithmetic_limit": arithmetic_limit(us["bf16"], length, out_f, in_f, rows, fp8_flops, copy_gbps * 1e9),
+            "grad_output_budget": grad_output_budget(us["bf16"], stages, length, out_f, rows, copy_gbps * 1e9),
             "timing": modes,
         }
     kernel: dict[str, Any] = {}

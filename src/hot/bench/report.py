@@ -18,11 +18,12 @@ from typing import Any
 
 from ..rounding import SPEC_HASH
 
-LAYER_TARGETS = {"qkv": 1.6, "proj": 1.2, "fc1": 1.6, "fc2": 1.6}  # bf16_us / hot_backward_us
+# bf16_us / hot_backward_us of each ViT-B linear at training batch (issue 25): 1.0 each, a stretch of 1.3 on fc1/fc2
+LAYER_TARGETS = {"qkv": 1.0, "proj": 1.0, "fc1": 1.0, "fc2": 1.0}
+LAYER_STRETCH = {"fc1": 1.3, "fc2": 1.3}
 BANDWIDTH_TARGET = 0.8  # fraction of copy bandwidth for the memory-bound quantisers
-STEP_BASELINE = "bf16_compile"
-STEP_SPEEDUP_TARGET = 1.15  # bf16_compile step time / HOT step time
-STEP_MEMORY_TARGET = 0.7  # HOT peak memory / bf16_compile peak memory
+STEP_BASELINE = "bf16"  # the step's ratios are against bf16 eager
+STEP_MEMORY_TARGET = 0.75  # HOT peak memory / bf16 eager's (issue 25)
 REGRESSION_THRESHOLD = 0.10  # a metric worse than the last committed run's by more than this fraction is flagged
 COMPARED_SETTINGS = (
     "batch",
@@ -60,34 +61,58 @@ def meets(value: float | None, target: float, higher_is_better: bool = True) -> 
 
 def layer_verdict(name: str, bf16_us: float, hot_us: float) -> dict[str, Any]:
     speedup = bf16_us / hot_us
-    target = LAYER_TARGETS[name]
-    return {"speedup_vs_bf16": speedup, "target": target, "target_met": meets(speedup, target)}
+    target, stretch = LAYER_TARGETS[name], LAYER_STRETCH.get(name)
+    verdict = {"speedup_vs_bf16": speedup, "target": target, "target_met": meets(speedup, target)}
+    if stretch is not None:
+        verdict |= {"stretch": stretch, "stretch_met": meets(speedup, stretch)}
+    return verdict
 
 
 def step_summary(variants: dict[str, dict[str, Any]], baseline: str = STEP_BASELINE) -> dict[str, Any]:
-    """Speedup and memory ratio of every measured variant against ``baseline``, and HOT's targets."""
-    base = variants.get(baseline, {})
+    """Speedup and memory ratio of every measured variant against ``baseline`` (bf16 eager, else the first
+    variant measured), and each HOT variant's targets: faster than torchao float8 and than bf16 eager, peak memory
+    at most :data:`STEP_MEMORY_TARGET` of bf16's; stretch: faster than bf16 + compile (None where a baseline was
+    not measured)."""
+    measured = {name: v for name, v in variants.items() if "step_ms" in v}
+    if baseline not in measured and measured:
+        baseline = next(iter(measured))
+    base = measured.get(baseline, {})
     ratios: dict[str, dict[str, float | None]] = {}
-    for name, v in variants.items():
-        if "step_ms" not in v or "step_ms" not in base:
-            continue
+    for name, v in measured.items():
         mem, base_mem = v.get("peak_memory_gib"), base.get("peak_memory_gib")
         ratios[name] = {
             "speedup": base["step_ms"] / v["step_ms"],
             "memory_ratio": mem / base_mem if mem is not None and base_mem else None,
         }
-    torchao_ms = variants.get("torchao_float8", {}).get("step_ms")
+
+    def faster(ms: float, other: str) -> bool | None:
+        return ms < measured[other]["step_ms"] if other in measured else None
+
+    bf16_mem = measured.get("bf16", {}).get("peak_memory_gib")
     targets: dict[str, dict[str, Any]] = {}
-    for name in ("hot", "hot_compile", "hot_graphs"):
-        if name not in ratios:
+    for name, v in measured.items():
+        if not name.startswith("hot"):
             continue
-        ms = variants[name]["step_ms"]
+        mem = v.get("peak_memory_gib")
         targets[name] = {
-            f"speedup_ge_{STEP_SPEEDUP_TARGET}": meets(ratios[name]["speedup"], STEP_SPEEDUP_TARGET),
-            "faster_than_torchao_float8": None if torchao_ms is None else ms < torchao_ms,
-            f"memory_ratio_le_{STEP_MEMORY_TARGET}": meets(ratios[name]["memory_ratio"], STEP_MEMORY_TARGET, False),
+            "faster_than_torchao_float8": faster(v["step_ms"], "torchao_float8"),
+            "faster_than_bf16": faster(v["step_ms"], "bf16"),
+            f"memory_vs_bf16_le_{STEP_MEMORY_TARGET}": meets(
+                mem / bf16_mem if mem is not None and bf16_mem else None, STEP_MEMORY_TARGET, False
+            ),
+            "stretch_faster_than_bf16_compile": faster(v["step_ms"], "bf16_compile"),
         }
     return {"baseline": baseline, "ratios": ratios, "targets": targets}
+
+
+def budget_cells(budget: dict[str, Any] | None) -> str:
+    """The summary's g_y budget columns: the µs left to g_y's quantisers, and the fraction of copy bandwidth that
+    asks of g_y read once and twice ("none" where the other stages alone take bf16's time)."""
+    if not budget:
+        return ""
+    asked = [budget[f"fraction_of_copy_{n}"] for n in ("one_read", "two_reads")]
+    cells = ", ".join("none" if a is None else f"{a:.2f}" for a in asked)
+    return f" {budget['budget_us']:14.1f}  {cells}"
 
 
 def summary_lines(payload: dict[str, Any]) -> list[str]:
@@ -103,7 +128,10 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
         lines.append(f"copy bandwidth: {payload['copy_bandwidth']['gbps']:.0f} GB/s")
     layers = payload.get("layers", {})
     if layers:
-        lines.append("layer  bf16 us  hot us  abc us  speedup  target  met    limit  fp8 TF/s  int8 TOP/s")
+        lines.append(
+            "layer  bf16 us  hot us  abc us  speedup  target  met    limit  fp8 TF/s  int8 TOP/s  g_y budget us  "
+            "copy asked (1 read, 2)"
+        )
     for name, r in layers.items():
         if not isinstance(r, dict) or "error" in r:
             lines.append(f"{name:<6} error: {str(r.get('error') if isinstance(r, dict) else r)[:200]}")
@@ -112,6 +140,7 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
             f"{name:<6} {r['bf16_us']:7.1f} {r['hot_backward_us']:7.1f} {r['hot_forward_abc_us']:7.1f} "
             f"{r['speedup_vs_bf16']:8.2f} {r['target']:7.2f}  {f(r['target_met']):<5} "
             f"{r['arithmetic_limit']['limit']:6.2f} {r['fp8_tflops']:9.0f} {r['int8_tops']:11.0f}"
+            + budget_cells(r.get("grad_output_budget"))
         )
     kernels = payload.get("kernels", {})
     if kernels:

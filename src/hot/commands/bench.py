@@ -14,7 +14,10 @@ Sections (``--sections``, default the first four), each a key of the JSON:
   from the ABC codes made once beforehand (backward never reads x); ``hot_forward_abc``: ``pack_input`` alone
   (the forward's extra cost); the stages (fused g_y quantiser, weight quantiser, FP8 g_x GEMM, INT8 g_w GEMM).
   Also the measured FP8 (``torch._scaled_mm``) and INT8 (``torch._int_mm``) GEMM rates and an arithmetic limit:
-  what bf16 / HOT could reach if HOT's GEMMs ran at the measured FP8 rate and its g_y transform at copy bandwidth.
+  what bf16 / HOT could reach if HOT's GEMMs ran at the measured FP8 rate and its g_y transform at copy bandwidth
+  (g_y read once); and g_y's budget: the time left to its quantisers for HOT to tie bf16 beside the other stages
+  as measured, as the fraction of copy bandwidth it asks of g_y read once and read twice (the spec's HLA scale
+  spans L, so each code needs a statistic of all of g_y).
 - ``kernels``: the fused g_y quantiser's and ``pack_input``'s achieved bandwidth, as a fraction of the copy.
 - ``step`` (:mod:`hot.bench.step`): end-to-end ViT-B/16 training steps (AdamW, bf16 autocast): bf16 eager and
   compiled, torchao float8 (tensorwise, compiled), HOT (real, ABC, LQS) eager and compiled, and eager with the
@@ -216,7 +219,9 @@ def _layers_and_kernels(args: argparse.Namespace, payload: dict[str, Any], save:
             else:
                 print(
                     f"layer {name}: bf16 {layer['bf16_us']:.1f} us, hot {layer['hot_backward_us']:.1f} us "
-                    f"(x{layer['speedup_vs_bf16']:.2f}, limit x{layer['arithmetic_limit']['limit']:.2f})",
+                    f"(x{layer['speedup_vs_bf16']:.2f}, limit x{layer['arithmetic_limit']['limit']:.2f}; "
+                    f"g_y's quantisers {layer['stages_us']['quantize_grad_output']:.1f} us of a "
+                    f"{layer['grad_output_budget']['budget_us']:.1f} us budget)",
                     flush=True,
                 )
         if "kernels" in args.sections:

@@ -15,7 +15,7 @@ Sections (``--sections``, default the first four), each a key of the JSON:
   (the forward's extra cost); the stages (fused g_y quantiser, weight quantiser, FP8 g_x GEMM, INT8 g_w GEMM).
   Also the measured FP8 (``torch._scaled_mm``) and INT8 (``torch._int_mm``) GEMM rates and an arithmetic limit:
   what bf16 / HOT could reach if HOT's GEMMs ran at the measured FP8 rate and its g_y transform at copy bandwidth
-  (g_y read once); and g_y's budget: the time left to its quantisers for HOT to tie bf16 beside the other stages
+  (g_y read once); and g_y's budget: the time left to its quantisers for HOT to tie bf16 beside its two GEMMs
   as measured, as the fraction of copy bandwidth it asks of g_y read once and read twice (the spec's HLA scale
   spans L, so each code needs a statistic of all of g_y).
 - ``kernels``: the fused g_y quantiser's and ``pack_input``'s achieved bandwidth, as a fraction of the copy.

@@ -18,12 +18,12 @@ from typing import Any
 
 from ..rounding import SPEC_HASH
 
-# bf16_us / hot_backward_us of each ViT-B linear at training batch (issue 25): 1.0 each, a stretch of 1.3 on fc1/fc2
+# bf16_us / hot_backward_us of each ViT-B linear at training batch: 1.0 each, a stretch of 1.3 on fc1/fc2
 LAYER_TARGETS = {"qkv": 1.0, "proj": 1.0, "fc1": 1.0, "fc2": 1.0}
 LAYER_STRETCH = {"fc1": 1.3, "fc2": 1.3}
 BANDWIDTH_TARGET = 0.8  # fraction of copy bandwidth for the memory-bound quantisers
 STEP_BASELINE = "bf16"  # the step's ratios are against bf16 eager
-STEP_MEMORY_TARGET = 0.75  # HOT peak memory / bf16 eager's (issue 25)
+STEP_MEMORY_TARGET = 0.75  # HOT peak memory / bf16 eager's
 REGRESSION_THRESHOLD = 0.10  # a metric worse than the last committed run's by more than this fraction is flagged
 COMPARED_SETTINGS = (
     "batch",

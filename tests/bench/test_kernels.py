@@ -24,20 +24,32 @@ def test_arithmetic_limit_by_hand() -> None:
 
 
 def test_grad_output_budget_by_hand() -> None:
-    # bf16 100 us; g_x 40 + g_w 25 = 65 us (W's 5 run beside g_y's quantisers), 35 us left to them.
+    # bf16 100 us; g_x 40 + g_w 25 = 65 us, 35 us left to g_y's quantisers; 30 with W's 5 taken too.
     # L=1000, O=100, 500 HLA rows, bf16 g_y: read once 200 000 B + codes 100 000 + 50 000 = 350 000 B;
-    # read twice 550 000 B.
-    # At 10 GB/s of copy, 350 000 B in 35 us is 10 GB/s: 1.0 of the copy; 550 000 B: 1.5714.
+    # read twice 550 000 B. At 10 GB/s of copy, 350 000 B in 35 us is 10 GB/s: 1.0 of the copy.
     stages = {"quantize_grad_output": 1e3, "hq_quantize_weight": 5.0, "hq_matmul": 40.0, "hla_matmul": 25.0}
     b = kernels.grad_output_budget(100.0, stages, 1000, 100, 500, 1e10)
-    assert b["gemms_us"] == pytest.approx(65.0) and b["budget_us"] == pytest.approx(35.0)
+    assert b["gemms_us"] == pytest.approx(65.0) and b["weight_quantizer_us"] == 5.0
+    assert b["budget_us"] == pytest.approx(35.0) and b["budget_with_weight_us"] == pytest.approx(30.0)
     assert (b["bytes_one_read"], b["bytes_two_reads"]) == (350_000, 550_000)
+    assert kernels.one_pass_bytes(1000, 100, 500) == 350_000
     assert b["fraction_of_copy_one_read"] == pytest.approx(1.0)
     assert b["fraction_of_copy_two_reads"] == pytest.approx(550_000 / 35e-6 / 1e10)
-    # the GEMMs alone take bf16's time: no bandwidth is enough
+    assert b["fraction_of_copy_one_read_with_weight"] == pytest.approx(350_000 / 30e-6 / 1e10)
+    assert b["fraction_of_copy_two_reads_with_weight"] == pytest.approx(550_000 / 30e-6 / 1e10)
+    assert report.budget_cells(b).endswith("1.00, 1.57, 1.83")
+    # the GEMMs alone take bf16's time: no bandwidth is enough; with W's time the budget is negative
     none = kernels.grad_output_budget(65.0, stages, 1000, 100, 500, 1e10)
     assert none["budget_us"] == pytest.approx(0.0) and none["fraction_of_copy_two_reads"] is None
-    assert report.budget_cells(none).endswith("none, none") and report.budget_cells(b).endswith("1.00, 1.57")
+    assert none["budget_with_weight_us"] == pytest.approx(-5.0)
+    assert none["fraction_of_copy_one_read_with_weight"] is None
+    assert report.budget_cells(none).endswith("none, none, none")
+    # W's time alone exhausts the budget with it, not the one beside the GEMMs
+    tight = kernels.grad_output_budget(68.0, stages, 1000, 100, 500, 1e10)
+    assert tight["fraction_of_copy_one_read"] is not None and tight["fraction_of_copy_one_read_with_weight"] is None
+    # a run from before the counts with W: those cells are marked missing, not "none"
+    old = {k: v for k, v in b.items() if not k.endswith("_with_weight")}
+    assert report.budget_cells(old).endswith("1.00, 1.57, -") and report.budget_cells(None) == ""
 
 
 def test_measure_layer_on_the_cpu_with_the_fake_backend(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,6 +78,9 @@ def test_measure_layer_on_the_cpu_with_the_fake_backend(monkeypatch: pytest.Monk
         layer["bf16_us"] - stages["hq_matmul"] - stages["hla_matmul"]
     )
     assert layer["grad_output_budget"]["bytes_two_reads"] == length * 768 * 5 + rows * 768
+    assert layer["grad_output_budget"]["budget_with_weight_us"] == pytest.approx(
+        layer["grad_output_budget"]["budget_us"] - stages["hq_quantize_weight"]
+    )
     # g_y (bf16) read once + int8 codes + per-token float32 scales + HLA int8 codes + one float32 scale
     unique = length * 768 * 2 + length * 768 + length * 4 + rows * 768 + 4
     g = kernel["grad_output_quantizer"]
@@ -85,6 +100,10 @@ def test_measure_layer_on_the_cpu_with_the_fake_backend(monkeypatch: pytest.Monk
     payload["step"].update(report.step_summary(payload["step"]["variants"]))
     text = "\n".join(report.summary_lines(payload))
     assert "proj" in text and "bf16_compile" in text and "equivalence" in text
+    assert "ratios to bf16_compile" in text  # no bf16 eager in this run: the first variant measured
+    # a layer from a run before the budget (and the stretch) existed still prints
+    del payload["layers"]["proj"]["grad_output_budget"]
+    assert any(line.startswith("proj") for line in report.summary_lines(payload))
 
 
 def test_moved_bytes_come_from_the_backend_when_it_counts_them() -> None:

@@ -28,6 +28,12 @@ def vit_b_rows() -> list[dict[str, Any]]:
     return [r for r in paper_values()["latency_figure"]["rows"] if r["model"] == "vit_base_patch16_224"]
 
 
+def one_pass_bytes(length: int, out_f: int, rows: int, gy_bytes: int = 2) -> int:
+    """The bytes of one pass over g_y that writes both code sets: g_y read once, its L·O FP8 codes (g_x) and
+    rows·O INT8 codes (g_w) written."""
+    return length * out_f * gy_bytes + length * out_f + rows * out_f
+
+
 def arithmetic_limit(
     bf16_us: float,
     length: int,
@@ -45,7 +51,7 @@ def arithmetic_limit(
     """
     t_fp8 = 2.0 * length * out_f * in_f / fp8_flops
     t_int8 = 2.0 * rows * out_f * in_f / fp8_flops
-    transform_bytes = length * out_f * gy_bytes + length * out_f + rows * out_f
+    transform_bytes = one_pass_bytes(length, out_f, rows, gy_bytes)
     t_transform = transform_bytes / copy_bytes_per_s
     floor_us = (t_fp8 + t_int8 + t_transform) * 1e6
     return {
@@ -67,34 +73,38 @@ def grad_output_budget(
     copy_bytes_per_s: float,
     gy_bytes: int = 2,
 ) -> dict[str, float | None]:
-    """What g_y's quantisers would have to reach for this layer's backward to tie bf16 beside its two GEMMs as
-    measured: the time left to them, and the fraction of copy bandwidth that time asks of the bytes they must move
-    (None where nothing is left). The weight quantiser is left out: in a captured backward it runs beside them
-    (the g_x chain), so the budget errs towards HOT.
+    """What g_y's quantisers would have to reach for this layer's backward to tie bf16: the time left to them, and
+    the fraction of copy bandwidth that time asks of the bytes they must move (None where nothing is left).
 
-    Two counts of bytes, both with the codes written once (L·O FP8 bytes for g_x, rows·O INT8 for g_w): g_y read
-    once, and read twice. The spec's scales for P g_y may not run along the contracted L axis (per tensor, or per
-    output channel), so no HLA code can be written before all of g_y has been seen: g_y is read twice, or an
-    intermediate at least as large (P g_y in float32) is written and read again, unless it stays in L2 between the
-    passes. The one-read count is the bound that ignores this.
+    Two budgets. ``budget_us`` is what bf16 leaves beside the two GEMMs as measured; it errs towards HOT, since
+    W's codes are made in the g_x chain (its statistics pass, then one launch with g_y's HQ codes), which a captured
+    backward runs beside the g_w chain. ``budget_with_weight_us`` also takes the weight quantiser's time, as if
+    every stage ran one after another.
+
+    Two counts of bytes, both with the codes written once: g_y read once (:func:`one_pass_bytes`), and read twice.
+    The spec's scales for P g_y may not run along the contracted L axis (per tensor, or per output channel), so no
+    HLA code can be written before all of g_y has been seen: g_y is read twice, or an intermediate at least as large
+    (P g_y in float32) is written and read again, unless it stays in L2 between the passes. The one-read count is
+    the bound that ignores this.
     """
     gemms_us = stages_us["hq_matmul"] + stages_us["hla_matmul"]
-    budget_us = bf16_us - gemms_us
-    grad_output = length * out_f * gy_bytes
-    one_read = grad_output + length * out_f + rows * out_f
-    two_reads = one_read + grad_output
-
-    def fraction(moved: int) -> float | None:
-        return moved / (budget_us * 1e-6) / copy_bytes_per_s if budget_us > 0 else None
-
-    return {
+    weight_us = stages_us["hq_quantize_weight"]
+    one_read = one_pass_bytes(length, out_f, rows, gy_bytes)
+    two_reads = one_read + length * out_f * gy_bytes
+    budgets = {"": bf16_us - gemms_us, "_with_weight": bf16_us - gemms_us - weight_us}
+    out: dict[str, float | None] = {
         "gemms_us": gemms_us,
-        "budget_us": budget_us,
+        "weight_quantizer_us": weight_us,
+        "budget_us": budgets[""],
+        "budget_with_weight_us": budgets["_with_weight"],
         "bytes_one_read": one_read,
         "bytes_two_reads": two_reads,
-        "fraction_of_copy_one_read": fraction(one_read),
-        "fraction_of_copy_two_reads": fraction(two_reads),
     }
+    for suffix, budget in budgets.items():
+        for reads, moved in (("one_read", one_read), ("two_reads", two_reads)):
+            asked = moved / (budget * 1e-6) / copy_bytes_per_s if budget > 0 else None
+            out[f"fraction_of_copy_{reads}{suffix}"] = asked
+    return out
 
 
 def moved_grad_output_bytes(backend: Any, g_y: torch.Tensor, hq: HQSpec, hla: HLASpec, unique: int) -> tuple[int, str]:

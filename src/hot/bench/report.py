@@ -106,13 +106,19 @@ def step_summary(variants: dict[str, dict[str, Any]], baseline: str = STEP_BASEL
 
 
 def budget_cells(budget: dict[str, Any] | None) -> str:
-    """The summary's g_y budget columns: the µs left to g_y's quantisers, and the fraction of copy bandwidth that
-    asks of g_y read once and twice ("none" where the other stages alone take bf16's time)."""
+    """The summary's g_y budget columns: the µs bf16 leaves to g_y's quantisers beside the two GEMMs, and the
+    fraction of copy bandwidth that asks of g_y read once and twice, then twice with the weight quantiser's time
+    taken too ("none" where no time is left). Empty for a run from before the budget was measured."""
     if not budget:
         return ""
-    asked = [budget[f"fraction_of_copy_{n}"] for n in ("one_read", "two_reads")]
-    cells = ", ".join("none" if a is None else f"{a:.2f}" for a in asked)
-    return f" {budget['budget_us']:14.1f}  {cells}"
+
+    def cell(key: str) -> str:
+        if key not in budget:
+            return "-"  # a run from before this count existed
+        return "none" if budget[key] is None else f"{budget[key]:.2f}"
+
+    keys = ("one_read", "two_reads", "two_reads_with_weight")
+    return f" {budget['budget_us']:14.1f}  " + ", ".join(cell(f"fraction_of_copy_{k}") for k in keys)
 
 
 def summary_lines(payload: dict[str, Any]) -> list[str]:
@@ -130,7 +136,7 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
     if layers:
         lines.append(
             "layer  bf16 us  hot us  abc us  speedup  target  met    limit  fp8 TF/s  int8 TOP/s  g_y budget us  "
-            "copy asked (1 read, 2)"
+            "copy asked (1 read, 2, 2 with W)"
         )
     for name, r in layers.items():
         if not isinstance(r, dict) or "error" in r:
@@ -141,6 +147,7 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
             f"{r['speedup_vs_bf16']:8.2f} {r['target']:7.2f}  {f(r['target_met']):<5} "
             f"{r['arithmetic_limit']['limit']:6.2f} {r['fp8_tflops']:9.0f} {r['int8_tops']:11.0f}"
             + budget_cells(r.get("grad_output_budget"))
+            + (f"  stretch {r['stretch']:.2f} {f(r['stretch_met'])}" if "stretch" in r else "")
         )
     kernels = payload.get("kernels", {})
     if kernels:
@@ -158,7 +165,9 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
         )
     step = payload.get("step")
     if step:
-        lines.append("step variant     ms      GiB   speedup  mem ratio   min ms  spread")
+        lines.append(
+            f"step variant     ms      GiB   speedup  mem ratio   min ms  spread  (ratios to {step.get('baseline')})"
+        )
         ratios = step.get("ratios", {})
         for name, v in step["variants"].items():
             if "step_ms" in v:

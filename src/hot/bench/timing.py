@@ -77,12 +77,13 @@ def copy_bandwidth(gib: float, reps: int, warmup: int) -> dict[str, Any]:
     """A device-to-device copy of a random bf16 buffer by a kernel (``x * 1`` into a second buffer): GB/s of bytes
     read + written, the ceiling of any memory-bound quantiser. ``memcpy_gbps``: the same copy as a memcpy
     (``copy_``), for comparison. Captured in a CUDA graph, as :func:`time_us` times, a memcpy becomes a graph's copy
-    node, which on an H200 moved 2.7 TB/s where a kernel, or the memcpy run eagerly, moved 4.1–4.3
-    (``kernels/results/h200_2026-11-29_s22/copy_probe.json``): the ceiling is what a kernel reaches."""
+    node, which on an H200 moved 2.7 TB/s for buffers of 1 and 4 GiB where a kernel, or the memcpy run eagerly,
+    moved 4.1–4.3 (level at 0.125 GiB; ``kernels/results/h200_2026-11-29_s22/copy_probe.json``): the ceiling is
+    what a kernel reaches."""
     src = torch.randn(int(gib * 2**30) // 2, device="cuda", dtype=torch.bfloat16)
     dst = torch.empty_like(src)
     us, mode = time_us(lambda: torch.mul(src, 1, out=dst), reps, warmup)
-    memcpy_us, _ = time_us(lambda: dst.copy_(src), reps, warmup)
+    memcpy_us, memcpy_mode = time_us(lambda: dst.copy_(src), reps, warmup)
     moved = 2 * tensor_bytes(src)
     return {
         "buffer_bytes": moved // 2,
@@ -92,6 +93,7 @@ def copy_bandwidth(gib: float, reps: int, warmup: int) -> dict[str, Any]:
         "copied_by": "kernel (x * 1)",
         "memcpy_gbps": moved / memcpy_us / 1e3,
         "timing": mode,
+        "memcpy_timing": memcpy_mode,
     }
 
 

@@ -7,8 +7,9 @@ with the last committed run on the same GPU (:mod:`hot.bench.report`), regressio
 
 Sections (``--sections``, default the first four), each a key of the JSON:
 
-- ``copy_bandwidth`` (with ``layers`` or ``kernels``): a device-to-device copy of a large random bf16 buffer,
-  GB/s of bytes read + written. The ceiling of any memory-bound quantiser.
+- ``copy_bandwidth`` (with ``layers`` or ``kernels``): a kernel's copy of a large random bf16 buffer (``x * 1``
+  into another), GB/s of bytes read + written, the ceiling of any memory-bound quantiser; ``memcpy_gbps`` the same
+  copy as a memcpy, which a CUDA graph runs slower (:func:`hot.bench.timing.copy_bandwidth`).
 - ``layers`` (:mod:`hot.bench.kernels`): ViT-B/16's qkv, proj, fc1, fc2 at L = batch · 197, bf16 g_y, x, W.
   ``bf16``: the two cuBLAS backward GEMMs; ``hot_backward``: ``HOTMethod.backward_gemms`` of the real backend
   from the ABC codes made once beforehand (backward never reads x); ``hot_forward_abc``: ``pack_input`` alone
@@ -16,8 +17,8 @@ Sections (``--sections``, default the first four), each a key of the JSON:
   Also the measured FP8 (``torch._scaled_mm``) and INT8 (``torch._int_mm``) GEMM rates and an arithmetic limit:
   what bf16 / HOT could reach if HOT's GEMMs ran at the measured FP8 rate and its g_y transform at copy bandwidth
   (g_y read once); and g_y's budget: the time left to its quantisers for HOT to tie bf16 beside its two GEMMs
-  as measured, as the fraction of copy bandwidth it asks of g_y read once and read twice (the spec's HLA scale
-  spans L, so each code needs a statistic of all of g_y).
+  as measured (and beside the weight quantiser too), as the fraction of copy bandwidth it asks of g_y read once and
+  read twice (the spec's HLA scale spans L, so each code needs a statistic of all of g_y).
 - ``kernels``: the fused g_y quantiser's and ``pack_input``'s achieved bandwidth, as a fraction of the copy.
 - ``step`` (:mod:`hot.bench.step`): end-to-end ViT-B/16 training steps (AdamW, bf16 autocast): bf16 eager and
   compiled, torchao float8 (tensorwise, compiled), HOT (real, ABC, LQS) eager and compiled, and eager with the

@@ -31,6 +31,19 @@ def test_cpu_fast_path_equals_the_int64_definition():
     assert torch.equal(rounding.uniform((50, 100), key, hash="fmix32"), one_finaliser.reshape(50, 100))
 
 
+@pytest.mark.parametrize("hash", rounding.HASHES)
+def test_uniform_at_is_uniform_element_by_element_mod_2_32(hash: str):
+    key = rounding.hash_key(seed=3, layer=1, step=7, stream=0)
+    whole = rounding.uniform((4096,), key, hash=hash)
+    picked = torch.tensor([0, 1, 17, 4095, 2048])
+    assert torch.equal(rounding.uniform_at(picked.numpy(), key, hash), whole[picked])
+    assert torch.equal(rounding.uniform_at(picked.numpy() + 2**32, key, hash), whole[picked])  # the low 32 bits
+    far = torch.tensor([2**32 - 1, 2**31 + 5], dtype=torch.int64)
+    mixed = rounding.fmix32(far) if hash == rounding.SPEC_HASH else far
+    by_definition = (rounding.fmix32(mixed ^ key) >> 8).float() * 2.0**-24
+    assert torch.equal(rounding.uniform_at(far.numpy(), key, hash), by_definition)
+
+
 def test_the_hashes_are_named_and_draw_other_numbers():
     assert [rounding.hash_rounds(h) for h in rounding.HASHES] == [2, 1]
     with pytest.raises(ValueError, match="rounding_hash must be one of"):

@@ -151,11 +151,25 @@ __device__ __forceinline__ void biased_operand_bytes(const float (&biased)[N], b
 }
 
 // Stochastic codes of one chunk of N transformed values (u at row-major indices index, index + 1, ...), stored.
+// index is a multiple of N: every caller's chunks start at multiples of N in rows of a multiple of N elements.
 template <int N>
 __device__ __forceinline__ void hq_store_chunk(const float (&v)[N], const Scale& sc, uint32_t index, Dither key,
                                                int qmax, bool fp8, int8_t* __restrict__ codes) {
   float biased[N];
-  stochastic_codes_biased<N>(v, sc, index, 1u, key, qmax, biased);
+  stochastic_run_codes_biased<N>(v, sc, index, key, qmax, biased);
+  if constexpr (N % 4 == 0) {
+    if (fp8) {  // whole 32-bit words of e4m3 pairs: no byte-by-byte reassembly before the vector store
+      uint32_t words[N / 4];
+#pragma unroll
+      for (int j = 0; j < N / 4; ++j) {
+        const float* b = biased + 4 * j;
+        words[j] = e4m3x2_of_codes(biased_code_value(b[0]), biased_code_value(b[1])) |
+                   static_cast<uint32_t>(e4m3x2_of_codes(biased_code_value(b[2]), biased_code_value(b[3]))) << 16;
+      }
+      store_codes<N>(codes, reinterpret_cast<const int8_t(&)[N]>(words));
+      return;
+    }
+  }
   int8_t q[N];
   biased_operand_bytes<N>(biased, fp8, q);
   store_codes<N>(codes, q);
@@ -179,13 +193,35 @@ __device__ float group_max(float v, int group) {
   return warp_max(v);
 }
 
+// The row's absmax Scale over the block (valid in every thread): one warp folds the warps' maxima and makes the
+// scale and its reciprocal once, for every thread (block_max's second fold, the division and the reciprocal ran in
+// every warp: about 35 instructions a warp a row, a twentieth of a 16-code chunk's).
+__device__ Scale block_absmax_scale(float v, int qmax) {
+  __shared__ float partial[32];
+  __shared__ Scale shared;
+  v = warp_max(v);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();  // partial and shared may still be read from a previous call
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    const int warps = (blockDim.x + 31) / 32;
+    v = warp_max(lane < warps ? partial[lane] : 0.0f);
+    if (lane == 0) shared = scale_of(absmax_to_scale(v, qmax));
+  }
+  __syncthreads();
+  return shared;
+}
+
 // One row of g_y on `group` threads (t: this thread's place among them; the row's chunks t, t + group, ...),
-// one read of the row and one transform per element, the chunks kept in registers (at most Chunks a thread); amax
-// is the row's (group_max or block_max, by the caller). The hash reads its index mod 2^32, so indices are 32-bit.
-template <typename T, int N, int Chunks, typename RowMax>
+// one read of the row and one transform per element, the chunks kept in registers (at most Chunks a thread);
+// row_scale makes the row's Scale from each thread's amax (block_absmax_scale, or group_max's, by the caller). The
+// hash reads its index mod 2^32, so indices are 32-bit.
+template <typename T, int N, int Chunks, typename RowScale>
 __device__ __forceinline__ void hq_row_codes(const T* __restrict__ g, int64_t cols, int64_t row, bool active, int t,
                                              int group, int qmax, const Dither& key, bool fp8,
-                                             int8_t* __restrict__ codes, float* __restrict__ scale, RowMax row_max) {
+                                             int8_t* __restrict__ codes, float* __restrict__ scale,
+                                             RowScale row_scale) {
   const T* src = g + row * cols;
   const int chunks = active ? static_cast<int>(cols / N) : 0;
   float v[Chunks][N];
@@ -200,9 +236,8 @@ __device__ __forceinline__ void hq_row_codes(const T* __restrict__ g, int64_t co
       for (int k = 0; k < N; ++k) amax = amax_of(amax, fabsf(v[i][k]));
     }
   }
-  const float s = absmax_to_scale(row_max(amax), qmax);
-  if (active && t == 0) scale[row] = s;
-  const Scale sc = scale_of(s);
+  const Scale sc = row_scale(amax);
+  if (active && t == 0) scale[row] = sc.s;
   const uint32_t first = static_cast<uint32_t>(row) * static_cast<uint32_t>(cols);
 #pragma unroll
   for (int i = 0; i < Chunks; ++i) {
@@ -211,13 +246,16 @@ __device__ __forceinline__ void hq_row_codes(const T* __restrict__ g, int64_t co
   }
 }
 
-// One block per row.
+// A block a row, rows gridDim.x apart: the key (hash_key's five finalisers, in every thread where the step is on
+// the device) is made once for all of a block's rows.
 template <typename T, int N, int Chunks>
-__global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t cols, int qmax, HashKey hash, bool fp8,
-                                         int8_t* __restrict__ codes, float* __restrict__ scale) {
+__global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t rows, int64_t cols, int qmax, HashKey hash,
+                                         bool fp8, int8_t* __restrict__ codes, float* __restrict__ scale) {
   const Dither key = resolve_key(hash);  // first: the step's load overlaps the row's
-  hq_row_codes<T, N, Chunks>(g, cols, blockIdx.x, true, threadIdx.x, blockDim.x, qmax, key, fp8, codes, scale,
-                             [](float m) { return block_max(m); });
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    hq_row_codes<T, N, Chunks>(g, cols, row, true, threadIdx.x, blockDim.x, qmax, key, fp8, codes, scale,
+                               [qmax](float m) { return block_absmax_scale(m, qmax); });
+  }
 }
 
 // Rows too long for the registers: pass 1 transforms and takes the row's amax, pass 2 transforms again (the row
@@ -236,9 +274,8 @@ __global__ void hq_grad_output_per_token_long(const T* __restrict__ g, int64_t c
 #pragma unroll
     for (int k = 0; k < N; ++k) amax = amax_of(amax, fabsf(v[k]));
   }
-  const float s = absmax_to_scale(block_max(amax), qmax);
-  if (threadIdx.x == 0) scale[row] = s;
-  const Scale sc = scale_of(s);
+  const Scale sc = block_absmax_scale(amax, qmax);
+  if (threadIdx.x == 0) scale[row] = sc.s;
   const Dither key = resolve_key(hash);
   const uint32_t first = static_cast<uint32_t>(row) * static_cast<uint32_t>(cols);
   for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
@@ -303,20 +340,21 @@ void launch_hq_grad_output(const T* g, int64_t rows, int64_t cols, int qmax, boo
     const int64_t chunks = cols / N;
     const auto warps_for = [](int64_t n) { return static_cast<int>((n + 31) / 32 * 32); };
     const auto rows_u = static_cast<unsigned>(rows);
+    const auto grid = static_cast<unsigned>(std::min<int64_t>(rows, kMaxGrid));  // a row a block up to kMaxGrid
     if constexpr (N == 16) {
       if (chunks <= kThreads) {
-        hq_grad_output_per_token<T, N, 1><<<rows_u, warps_for(chunks), 0, stream>>>(g, cols, qmax, key, fp8, codes,
-                                                                                    scale);
+        hq_grad_output_per_token<T, N, 1><<<grid, warps_for(chunks), 0, stream>>>(g, rows, cols, qmax, key, fp8,
+                                                                                  codes, scale);
         return;
       }
       if (chunks <= 2 * kThreads) {
-        hq_grad_output_per_token<T, N, 2><<<rows_u, warps_for((chunks + 1) / 2), 0, stream>>>(g, cols, qmax, key, fp8,
-                                                                                              codes, scale);
+        hq_grad_output_per_token<T, N, 2><<<grid, warps_for((chunks + 1) / 2), 0, stream>>>(g, rows, cols, qmax, key,
+                                                                                            fp8, codes, scale);
         return;
       }
       if (chunks <= 4 * kThreads) {
-        hq_grad_output_per_token<T, N, 4><<<rows_u, warps_for((chunks + 3) / 4), 0, stream>>>(g, cols, qmax, key, fp8,
-                                                                                              codes, scale);
+        hq_grad_output_per_token<T, N, 4><<<grid, warps_for((chunks + 3) / 4), 0, stream>>>(g, rows, cols, qmax, key,
+                                                                                            fp8, codes, scale);
         return;
       }
     }
@@ -492,7 +530,8 @@ __global__ void weight_and_grad_output_codes(const TW* __restrict__ w, int64_t g
   const int64_t row = static_cast<int64_t>(blockIdx.x - w_blocks) * per_block + slot;
   const bool active = row < rows;  // every thread takes part in the row maxima's barriers
   hq_row_codes<TG, N, Chunks>(g, cols, row, active, static_cast<int>(threadIdx.x) % group, group, qmax, key, g_fp8,
-                              g_codes, g_scale, [group](float m) { return group_max(m, group); });
+                              g_codes, g_scale,
+                              [group, qmax](float m) { return scale_of(absmax_to_scale(group_max(m, group), qmax)); });
 }
 
 template <typename TW, typename TG, int Chunks>
@@ -543,13 +582,16 @@ __device__ __forceinline__ void hla_load_raw(const T* __restrict__ t, const HlaS
   }
 }
 
-// H_16 along one channel's slots. A prefix unit holds its token in slot 0 alone, so every row is that value; times
-// 4 it is hla_project's prefix row (an exact power-of-two scale).
+// H_16 along one channel's slots. A prefix unit holds its token in slot 0 alone, so every row is that value (the
+// butterfly only adds zeros to it); times 4 it is hla_project's prefix row (an exact power-of-two scale). A branch,
+// not a select per slot: prefix units come after every window unit, so only one warp of a tensor takes both sides.
 __device__ __forceinline__ void hla_transform_channel(bool prefix, float (&v)[kHla]) {
-  butterfly<kHla>(v);
   if (prefix) {
+    const float row = __fmul_rn(v[0], 4.0f);
 #pragma unroll
-    for (int k = 0; k < kHla; ++k) v[k] = __fmul_rn(v[k], 4.0f);
+    for (int k = 0; k < kHla; ++k) v[k] = row;
+  } else {
+    butterfly<kHla>(v);
   }
 }
 
@@ -828,7 +870,10 @@ __global__ void __launch_bounds__(kHlaThreads)
                         float* __restrict__ scale, ColumnSums sums) {
   static_assert(kSumRows * HlaTile<Vec>::kCols <= HlaTile<Vec>::kFloats, "the sums' slices fit in the tile");
   __shared__ __align__(16) float tile[HlaTile<Vec>::kFloats];
-  const Dither key = Stochastic ? resolve_key(hash) : Dither{0u, 2u};  // first: the step's load overlaps the tile's
+  __shared__ Dither shared_key;
+  // one thread makes the key (hash_key's five finalisers where the step is on the device), before the tile's loads
+  // so the step's load overlaps them; phase 2 reads it after the barrier
+  if (Stochastic && threadIdx.x == 0) shared_key = resolve_key(hash);
   {
     int64_t sb, c;
     hla_unit(sh, Vec, blockIdx.x, sb, c);
@@ -839,6 +884,7 @@ __global__ void __launch_bounds__(kHlaThreads)
     }
   }
   __syncthreads();
+  const Dither key = Stochastic ? shared_key : Dither{0u, 2u};
   hla_store<Vec, Stochastic>(tile, sh, qmax, per_channel, key, amax_bits, codes_t, scale, blockIdx.x);
   if (sums.out != nullptr && blockIdx.x < sh.tiles_c) {  // block-uniform: tile_b = 0
     __syncthreads();  // the tile is read by phase 2 until here

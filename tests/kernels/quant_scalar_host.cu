@@ -6,7 +6,9 @@
 //   nearest    qmax i32, n u64, n (v, s) f32 pairs      -> n i8    nearest_code
 //   stochastic_group  qmax i32, key u32, rounds u32, stride u32, n u64, n groups of (s f32, index u32, 16 v f32)
 //                                                       -> 16n i8, 16n f32, 16n f32: stochastic_codes_biased<16>
-//                                                          (u of element k at index + k * stride), its bytes and
+//                                                          (u of element k at index + k * stride; stride 0: a
+//                                                          run, stochastic_run_codes_biased<16>, u at index + k
+//                                                          from an index a multiple of 16), its bytes and
 //                                                          values, group_quotients<16>, then 16n i8 of
 //                                                          round_code_biased of those quotients
 //   scale      qmax i32, n u64, n amax f32              -> n f32   absmax_to_scale
@@ -119,7 +121,15 @@ int main(int argc, char** argv) {
       const auto in = read_many<float>(16);
       float v[16], biased[16], q[16];
       for (int k = 0; k < 16; ++k) v[k] = in[k];
-      hot::stochastic_codes_biased<16>(v, hot::scale_of(s), index, stride, hot::Dither{key, rounds}, qmax, biased);
+      if (stride == 0) {
+        if (index % 16 != 0) {
+          std::fprintf(stderr, "a run's index must be a multiple of 16, got %u\n", index);
+          return 2;
+        }
+        hot::stochastic_run_codes_biased<16>(v, hot::scale_of(s), index, hot::Dither{key, rounds}, qmax, biased);
+      } else {
+        hot::stochastic_codes_biased<16>(v, hot::scale_of(s), index, stride, hot::Dither{key, rounds}, qmax, biased);
+      }
       hot::group_quotients<16>(v, hot::scale_of(s), q);
       for (int k = 0; k < 16; ++k) {
         codes[16 * g + k] = static_cast<int8_t>(hot::biased_code_byte(biased[k]));

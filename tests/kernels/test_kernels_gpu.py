@@ -172,7 +172,11 @@ def test_uniform_on_cuda_equals_the_cpu_numbers_with_and_without_the_kernel(monk
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("granularity", ["per_token", "per_tensor"])
-@pytest.mark.parametrize(("rows", "cols"), [(197, 2304), (256, 768), (33, 100), (5, 48), (1, 16), (7, 7)])
+@pytest.mark.parametrize(
+    ("rows", "cols"),
+    # past 4096 rows a block takes several rows, gridDim.x apart (one row a block below)
+    [(197, 2304), (256, 768), (33, 100), (5, 48), (1, 16), (7, 7), (4099, 96), (4200, 2304), (8200, 4608)],
+)
 def test_hq_grad_output_matches_cpu(kernel_backend, dtype, granularity, rows: int, cols: int) -> None:
     g_y = _randn(rows, cols, seed=rows * cols, dtype=dtype)
     block, key = largest_block(cols, 16), hash_key(3, rows, cols, Stream.GX_GRAD_OUTPUT)

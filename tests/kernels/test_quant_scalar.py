@@ -20,7 +20,7 @@ import torch
 from hot.hadamard import block_hadamard
 from hot.hla import HLAWindows, TokenGrid, hla_windows, lp_l1_rows, projected_rows
 from hot.quant import absmax_scale, qmax, quantize, sawb_scale
-from hot.rounding import HASHES, MASK32, hash_key, hash_rounds, uniform
+from hot.rounding import HASHES, MASK32, hash_key, hash_rounds, uniform, uniform_at
 
 pytestmark = pytest.mark.build
 HERE = Path(__file__).resolve().parent
@@ -92,14 +92,17 @@ def test_stochastic_codes_match_quantize(host, bits: int, granularity: str) -> N
 
 
 @pytest.mark.parametrize(
-    ("bits", "stride", "hash"), [(4, 1, "fmix32x2"), (8, 768, "fmix32x2"), (4, 1, "fmix32"), (8, 768, "fmix32")]
+    ("bits", "stride", "hash"),
+    [(bits, stride, hash) for bits, stride in [(4, 1), (8, 768), (4, 0)] for hash in ("fmix32x2", "fmix32")],
 )
 def test_stochastic_code_groups_are_the_codes_one_by_one(host, bits: int, stride: int, hash: str) -> None:
     """The kernels' grouped codes (one check for 16 quotients, the group divided exactly when one lies below 2^-100
     or the scale or its reciprocal is not finite): the reference's floor(v / s + u), clamped, at u of
-    index + k * stride. Each group's scale is its absmax scale (the kernels' precondition), or one made from larger
-    values elsewhere (a row's other chunks: tiny, with an infinite reciprocal, over zeros). Groups hold zeros of both
-    signs, values below 2^-100 and subnormal ones, huge values, a NaN and an infinity."""
+    index + k * stride (stride 0: a run, u at index + k from an index a multiple of 16, the HQ codes' form, with runs
+    beside 2^16 boundaries and the last one below 2^32). Each group's scale is its absmax scale (the kernels'
+    precondition), or one made from larger values elsewhere (a row's other chunks: tiny, with an infinite reciprocal,
+    over zeros). Groups hold zeros of both signs, values below 2^-100 and subnormal ones, huge values, a NaN and an
+    infinity."""
     groups, key = 400, 0x5EED1234
     v = _grad_like(groups, 16, seed=bits + stride)
     v[1, 3], v[2, 0], v[2, 5] = -0.0, 2.0**-110, -(2.0**-140)  # a group with -0; tiny and subnormal values
@@ -116,13 +119,17 @@ def test_stochastic_code_groups_are_the_codes_one_by_one(host, bits: int, stride
     v[11, 8:], s[11] = 0.0, s[11] * 1.5  # half zeros under a larger scale
     assert not torch.isfinite(1 / s[9]) and torch.isinf(s[10]) and s[4].isnan()
     index = torch.randint(0, 2**20, (groups,), generator=torch.Generator().manual_seed(bits)).to(torch.int64)
+    if stride == 0:  # runs: multiples of 16, some just below 2^16 boundaries, and the last 16 indices below 2^32
+        index = torch.randint(0, 2**28, (groups,), generator=torch.Generator().manual_seed(bits)).to(torch.int64) * 16
+        index[::5] = torch.arange(0, groups, 5) * 2**16 - 16
+        index[0], index[1] = 2**32 - 16, 0
     payload = b"".join(
         struct.pack("<fI", float(s[g]), int(index[g])) + v[g].numpy().astype(np.float32).tobytes()
         for g in range(groups)
     )
     out = host("stochastic_group", struct.pack("<iIIIQ", qmax(bits), key, hash_rounds(hash), stride, groups) + payload)
-    positions = index[:, None] + torch.arange(16)[None, :] * stride
-    u = uniform((int(positions.max()) + 1,), key, hash=hash)[positions]
+    positions = index[:, None] + torch.arange(16)[None, :] * (stride or 1)
+    u = uniform_at(positions.numpy(), key, hash=hash)
     limit = qmax(bits)
     expected = torch.floor(v / s + u).clamp_(-limit, limit)
     codes = torch.from_numpy(np.frombuffer(out[: 16 * groups], dtype=np.int8).astype(np.float32)).reshape(groups, 16)

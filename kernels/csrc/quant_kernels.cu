@@ -249,7 +249,7 @@ __device__ __forceinline__ void hq_row_codes(const T* __restrict__ g, int64_t co
 // A block a row, rows gridDim.x apart: the key (hash_key's five finalisers, in every thread where the step is on
 // the device) is made once for all of a block's rows.
 template <typename T, int N, int Chunks>
-__global__ void hq_grad_output_per_token(const T* __restrict__ g, int64_t rows, int64_t cols, int qmax, HashKey hash,
+__global__ void __launch_bounds__(kThreads, Chunks == 1 ? 5 : 1) hq_grad_output_per_token(const T* __restrict__ g, int64_t rows, int64_t cols, int qmax, HashKey hash,
                                          bool fp8, int8_t* __restrict__ codes, float* __restrict__ scale) {
   const Dither key = resolve_key(hash);  // first: the step's load overlaps the row's
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -582,17 +582,13 @@ __device__ __forceinline__ void hla_load_raw(const T* __restrict__ t, const HlaS
   }
 }
 
-// H_16 along one channel's slots. A prefix unit holds its token in slot 0 alone, so every row is that value (the
-// butterfly only adds zeros to it); times 4 it is hla_project's prefix row (an exact power-of-two scale). A branch,
-// not a select per slot: prefix units come after every window unit, so only one warp of a tensor takes both sides.
+// H_16 along one channel's slots. A prefix unit holds its token in slot 0 alone, so every row is that value; times
+// 4 it is hla_project's prefix row (an exact power-of-two scale). The 4 is applied to slot 0 before the butterfly,
+// which then only adds zeros to it: the same bits as scaling the 16 rows after (the signs of zeros included), one
+// multiply a channel instead of a multiply and a select a slot (x 1 for a window unit is exact).
 __device__ __forceinline__ void hla_transform_channel(bool prefix, float (&v)[kHla]) {
-  if (prefix) {
-    const float row = __fmul_rn(v[0], 4.0f);
-#pragma unroll
-    for (int k = 0; k < kHla; ++k) v[k] = row;
-  } else {
-    butterfly<kHla>(v);
-  }
+  v[0] = __fmul_rn(v[0], prefix ? 4.0f : 1.0f);
+  butterfly<kHla>(v);
 }
 
 template <int Vec>
@@ -677,8 +673,9 @@ __device__ __forceinline__ void hla_load_unit(const T* __restrict__ t, const Hla
   }
 }
 
+// At most 64 registers: 8 CTAs an SM (the compiler's own choice, 71, holds 7).
 template <typename T, int Vec>
-__global__ void __launch_bounds__(kHlaThreads)
+__global__ void __launch_bounds__(kHlaThreads, 8)
     hla_amax(const T* __restrict__ t, HlaShape sh, unsigned mask, bool per_channel, uint32_t* amax_bits,
              float* __restrict__ column_partials) {
   int64_t sb, c;
@@ -870,10 +867,7 @@ __global__ void __launch_bounds__(kHlaThreads)
                         float* __restrict__ scale, ColumnSums sums) {
   static_assert(kSumRows * HlaTile<Vec>::kCols <= HlaTile<Vec>::kFloats, "the sums' slices fit in the tile");
   __shared__ __align__(16) float tile[HlaTile<Vec>::kFloats];
-  __shared__ Dither shared_key;
-  // one thread makes the key (hash_key's five finalisers where the step is on the device), before the tile's loads
-  // so the step's load overlaps them; phase 2 reads it after the barrier
-  if (Stochastic && threadIdx.x == 0) shared_key = resolve_key(hash);
+  const Dither key = Stochastic ? resolve_key(hash) : Dither{0u, 2u};  // first: the step's load overlaps the tile's
   {
     int64_t sb, c;
     hla_unit(sh, Vec, blockIdx.x, sb, c);
@@ -884,7 +878,6 @@ __global__ void __launch_bounds__(kHlaThreads)
     }
   }
   __syncthreads();
-  const Dither key = Stochastic ? shared_key : Dither{0u, 2u};
   hla_store<Vec, Stochastic>(tile, sh, qmax, per_channel, key, amax_bits, codes_t, scale, blockIdx.x);
   if (sums.out != nullptr && blockIdx.x < sh.tiles_c) {  // block-uniform: tile_b = 0
     __syncthreads();  // the tile is read by phase 2 until here

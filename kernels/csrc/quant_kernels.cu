@@ -95,8 +95,12 @@ __device__ __forceinline__ void to_operand(int8_t (&q)[N], bool fp8) {
 }
 
 // Max over each aligned run of `width` lanes (a power of two up to 32; the whole warp by default), valid in every
-// lane of the run: xor shuffles stay inside it.
+// lane of the run: xor shuffles stay inside it. Over the whole warp one REDUX: amax_of is the max of the floats'
+// bits as unsigned integers, which is what it computes (5 shuffles and 5 maxima before).
 __device__ __forceinline__ float warp_max(float v, int width = 32) {
+#if __CUDA_ARCH__ >= 800
+  if (width == 32) return __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(v)));
+#endif
 #pragma unroll
   for (int o = width / 2; o > 0; o /= 2) v = amax_of(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
@@ -802,10 +806,18 @@ __device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh,
   const Scale sc_tensor = scale_of(s_tensor);
   const int64_t tile_c = block % sh.tiles_c, tile_b = block / sh.tiles_c;
   const uint32_t channels = static_cast<uint32_t>(sh.channels);
-  for (int p = threadIdx.x; p < kTileBlocks * kCols; p += kHlaThreads) {
-    const int lb = p % kTileBlocks, lc = p / kTileBlocks;
-    const int64_t sb = tile_b * kTileBlocks + lb, c = tile_c * kCols + lc;
-    if (sb >= sh.sblocks || c >= sh.channels) continue;
+  // A thread keeps one sample-block (its unit: rows, count and first index) and steps through channels kStep apart.
+  constexpr int kStep = kHlaThreads / kTileBlocks;
+  static_assert(kHlaThreads % kTileBlocks == 0, "every thread keeps its sample-block across the loop");
+  const int lb = threadIdx.x % kTileBlocks;
+  const int64_t sb = tile_b * kTileBlocks + lb;
+  if (sb >= sh.sblocks) return;
+  // A window unit writes its rank rows, a prefix unit one (all its kept rows hold the same value).
+  int64_t row0;
+  const int count = hla_unit_rows(sh, sb, row0);
+  for (int lc = threadIdx.x / kTileBlocks; lc < kCols; lc += kStep) {
+    const int64_t c = tile_c * kCols + lc;
+    if (c >= sh.channels) break;  // c grows with lc
     Scale sc = sc_tensor;
     if (per_channel) {
       const float s = absmax_to_scale(__uint_as_float(amax_bits[c]), qmax);
@@ -813,9 +825,6 @@ __device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh,
       sc = scale_of(s);
     }
     const float* src = tile + lb * HlaTile<Vec>::kStride + lc;
-    // A window unit writes its rank rows, a prefix unit one (all its kept rows hold the same value).
-    int64_t row0;
-    const int count = hla_unit_rows(sh, sb, row0);
     // u is drawn at the element's row-major index in the projected (proj_rows x C) tensor, mod 2^32 (all the
     // hash reads).
     const uint32_t index = static_cast<uint32_t>(row0) * channels + static_cast<uint32_t>(c);

@@ -204,6 +204,7 @@ __device__ Scale block_absmax_scale(float v, int qmax) {
   __shared__ float partial[32];
   __shared__ Scale shared;
   v = warp_max(v);
+  if (blockDim.x <= 32) return scale_of(absmax_to_scale(v, qmax));  // one warp: nothing to exchange
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   __syncthreads();  // partial and shared may still be read from a previous call
   if (lane == 0) partial[warp] = v;
@@ -250,13 +251,16 @@ __device__ __forceinline__ void hq_row_codes(const T* __restrict__ g, int64_t co
   }
 }
 
-// A block a row, rows gridDim.x apart: the key (hash_key's five finalisers, in every thread where the step is on
-// the device) is made once for all of a block's rows.
+// A block takes rows_per_block consecutive rows: the key (hash_key's five finalisers, in every thread where the
+// step is on the device) is made once for all of them. Few rows a block keep blocks short-lived: a grid of
+// long-lived blocks (rows gridDim.x apart) took the SMs from the g_w chain's kernels beside it on another stream.
 template <typename T, int N, int Chunks>
-__global__ void __launch_bounds__(kThreads, Chunks == 1 ? 5 : 1) hq_grad_output_per_token(const T* __restrict__ g, int64_t rows, int64_t cols, int qmax, HashKey hash,
-                                         bool fp8, int8_t* __restrict__ codes, float* __restrict__ scale) {
+__global__ void __launch_bounds__(kThreads, Chunks == 1 ? 5 : 1)
+    hq_grad_output_per_token(const T* __restrict__ g, int64_t rows, int64_t cols, int rows_per_block, int qmax,
+                             HashKey hash, bool fp8, int8_t* __restrict__ codes, float* __restrict__ scale) {
   const Dither key = resolve_key(hash);  // first: the step's load overlaps the row's
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * rows_per_block;
+  for (int64_t row = first; row < first + rows_per_block && row < rows; ++row) {
     hq_row_codes<T, N, Chunks>(g, cols, row, true, threadIdx.x, blockDim.x, qmax, key, fp8, codes, scale,
                                [qmax](float m) { return block_absmax_scale(m, qmax); });
   }
@@ -344,21 +348,25 @@ void launch_hq_grad_output(const T* g, int64_t rows, int64_t cols, int qmax, boo
     const int64_t chunks = cols / N;
     const auto warps_for = [](int64_t n) { return static_cast<int>((n + 31) / 32 * 32); };
     const auto rows_u = static_cast<unsigned>(rows);
-    const auto grid = static_cast<unsigned>(std::min<int64_t>(rows, kMaxGrid));  // a row a block up to kMaxGrid
+    // A row a block up to kMaxGrid rows, then up to 4 (the key's cost spread over them, the blocks still short)
+    const int per_block = static_cast<int>(std::clamp<int64_t>(rows / kMaxGrid, 1, 4));
+    const auto grid = static_cast<unsigned>((rows + per_block - 1) / per_block);
     if constexpr (N == 16) {
       if (chunks <= kThreads) {
-        hq_grad_output_per_token<T, N, 1><<<grid, warps_for(chunks), 0, stream>>>(g, rows, cols, qmax, key, fp8,
-                                                                                  codes, scale);
+        hq_grad_output_per_token<T, N, 1><<<grid, warps_for(chunks), 0, stream>>>(g, rows, cols, per_block, qmax, key,
+                                                                                  fp8, codes, scale);
         return;
       }
       if (chunks <= 2 * kThreads) {
-        hq_grad_output_per_token<T, N, 2><<<grid, warps_for((chunks + 1) / 2), 0, stream>>>(g, rows, cols, qmax, key,
-                                                                                            fp8, codes, scale);
+        hq_grad_output_per_token<T, N, 2><<<grid, warps_for((chunks + 1) / 2), 0, stream>>>(g, rows, cols, per_block,
+                                                                                            qmax, key, fp8, codes,
+                                                                                            scale);
         return;
       }
       if (chunks <= 4 * kThreads) {
-        hq_grad_output_per_token<T, N, 4><<<grid, warps_for((chunks + 3) / 4), 0, stream>>>(g, rows, cols, qmax, key,
-                                                                                            fp8, codes, scale);
+        hq_grad_output_per_token<T, N, 4><<<grid, warps_for((chunks + 3) / 4), 0, stream>>>(g, rows, cols, per_block,
+                                                                                            qmax, key, fp8, codes,
+                                                                                            scale);
         return;
       }
     }
@@ -677,9 +685,10 @@ __device__ __forceinline__ void hla_load_unit(const T* __restrict__ t, const Hla
   }
 }
 
-// At most 64 registers: 8 CTAs an SM (the compiler's own choice, 71, holds 7).
+// 16-bit inputs at most 64 registers: 8 CTAs an SM (the compiler's own choice, 71, holds 7). A float unit's raw
+// slots alone are 64 registers: held to 64 it spilled (92 bytes a thread; x's quantiser 14 % slower on the H200).
 template <typename T, int Vec>
-__global__ void __launch_bounds__(kHlaThreads, 8)
+__global__ void __launch_bounds__(kHlaThreads, sizeof(T) == 2 ? 8 : 1)
     hla_amax(const T* __restrict__ t, HlaShape sh, unsigned mask, bool per_channel, uint32_t* amax_bits,
              float* __restrict__ column_partials) {
   int64_t sb, c;

@@ -174,14 +174,50 @@ def test_uniform_on_cuda_equals_the_cpu_numbers_with_and_without_the_kernel(monk
 @pytest.mark.parametrize("granularity", ["per_token", "per_tensor"])
 @pytest.mark.parametrize(
     ("rows", "cols"),
-    # from 8192 rows a block takes 2-4 consecutive rows (one row a block below), the last block fewer
-    [(197, 2304), (256, 768), (33, 100), (5, 48), (1, 16), (7, 7), (4099, 96), (8200, 4608), (16411, 48)],
+    # from 8192 rows a block takes 2-4 consecutive rows (one row a block below), the last block fewer: on one warp
+    # (48 columns), on several at one chunk a thread (2304) and at two (4608); (33, 130): block 2, the long kernel
+    [
+        (197, 2304),
+        (256, 768),
+        (33, 100),
+        (5, 48),
+        (1, 16),
+        (7, 7),
+        (4099, 96),
+        (8200, 2304),
+        (8200, 4608),
+        (16411, 48),
+        (33, 130),
+    ],
 )
 def test_hq_grad_output_matches_cpu(kernel_backend, dtype, granularity, rows: int, cols: int) -> None:
     g_y = _randn(rows, cols, seed=rows * cols, dtype=dtype)
     block, key = largest_block(cols, 16), hash_key(3, rows, cols, Stream.GX_GRAD_OUTPUT)
     ref_codes, ref_scale = REF.hq_quantize_grad_output(g_y, HQSpec(block, 4, granularity, key))
     codes, scale = kernel_backend.hq_quantize_grad_output(g_y.to(CUDA), HQSpec(block, 4, granularity, key))
+    _assert_codes(codes, ref_codes)
+    _assert_bits(scale, ref_scale)
+
+
+@pytest.mark.parametrize("block", [4, 8])
+def test_hq_grad_output_smaller_blocks_match_cpu(kernel_backend, block: int) -> None:
+    """Blocks of 4 and 8: the codes of a chunk stored as e4m3 words (one and two) on the FP8 route, int8 elsewhere."""
+    g_y = _randn(33, 96, seed=block)
+    spec = HQSpec(block, 4, "per_token", hash_key(5, block, 96, Stream.GX_GRAD_OUTPUT))
+    ref_codes, ref_scale = REF.hq_quantize_grad_output(g_y, spec)
+    codes, scale = kernel_backend.hq_quantize_grad_output(g_y.to(CUDA), spec)
+    _assert_codes(codes, ref_codes)
+    _assert_bits(scale, ref_scale)
+
+
+@pytest.mark.slow
+def test_hq_grad_output_four_chunks_a_thread_several_rows_a_block(kernel_backend) -> None:
+    """Rows of more than 512 chunks (four a thread) at 8200 rows (two a block): one dtype and granularity, the CPU
+    reference of 67 M elements being slow."""
+    g_y = _randn(8200, 8208, seed=9, dtype=torch.bfloat16)
+    spec = HQSpec(16, 4, "per_token", hash_key(9, 8200, 8208, Stream.GX_GRAD_OUTPUT))
+    ref_codes, ref_scale = REF.hq_quantize_grad_output(g_y, spec)
+    codes, scale = kernel_backend.hq_quantize_grad_output(g_y.to(CUDA), spec)
     _assert_codes(codes, ref_codes)
     _assert_bits(scale, ref_scale)
 

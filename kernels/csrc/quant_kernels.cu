@@ -252,8 +252,9 @@ __device__ __forceinline__ void hq_row_codes(const T* __restrict__ g, int64_t co
 }
 
 // A block takes rows_per_block consecutive rows: the key (hash_key's five finalisers, in every thread where the
-// step is on the device) is made once for all of them. Few rows a block keep blocks short-lived: a grid of
-// long-lived blocks (rows gridDim.x apart) took the SMs from the g_w chain's kernels beside it on another stream.
+// step is on the device) is made once for all of them. Few rows a block keep blocks short-lived, so the g_w chain's
+// kernels beside it on another stream still find free SMs (a grid of long-lived blocks, rows gridDim.x apart, ran in
+// the same call as a slower latency figure, whose measured cause was hla_amax's spill: its own share was not measured).
 template <typename T, int N, int Chunks>
 __global__ void __launch_bounds__(kThreads, Chunks == 1 ? 5 : 1)
     hq_grad_output_per_token(const T* __restrict__ g, int64_t rows, int64_t cols, int rows_per_block, int qmax,

@@ -164,13 +164,17 @@ def _fmix32_numpy(h: np.ndarray) -> np.ndarray:
     return h
 
 
+def _uniform_of_indices(index: np.ndarray, key: int | StepKey, hash: str) -> torch.Tensor:
+    # index: uint32, owned by the caller of this function (the hash works on it in place)
+    h = _fmix32_numpy((_fmix32_numpy(index) if hash_rounds(hash) == 2 else index) ^ np.uint32(key_value(key)))
+    return torch.from_numpy(h >> np.uint32(8)).to(torch.float32).mul_(2.0**-24)
+
+
 def uniform_at(index: np.ndarray, key: int | StepKey, hash: str = SPEC_HASH) -> torch.Tensor:
     """float32 uniforms on the CPU at the given element indices (integers, taken mod 2**32): :func:`uniform`'s
-    numbers element by element, for indices too far apart to draw a whole tensor."""
-    rounds = hash_rounds(hash)
-    index = (np.asarray(index).astype(np.uint64) & np.uint64(MASK32)).astype(np.uint32)
-    h = _fmix32_numpy((_fmix32_numpy(index) if rounds == 2 else index) ^ np.uint32(key_value(key)))
-    return torch.from_numpy(h >> np.uint32(8)).to(torch.float32).mul_(2.0**-24)
+    numbers element by element, for indices too far apart to draw a whole tensor. ``index`` is left as it was."""
+    low = (np.asarray(index).astype(np.uint64) & np.uint64(MASK32)).astype(np.uint32)
+    return _uniform_of_indices(low, key, hash)
 
 
 def uniform(
@@ -188,7 +192,7 @@ def uniform(
         numel *= int(s)
     device = torch.device(device)
     if device.type == "cpu":
-        return uniform_at(np.arange(numel, dtype=np.uint32), key, hash).reshape(shape)
+        return _uniform_of_indices(np.arange(numel, dtype=np.uint32), key, hash).reshape(shape)
     from .backends import device_uniform  # here, not at the top: the backends import this module
 
     made = device_uniform(numel, key, device, hash)  # one kernel, where the extension is built (the same numbers)

@@ -254,6 +254,8 @@ hot::HlaWindows hla_windows(int64_t length, int64_t channels, const std::vector<
               num(out.window_w));
   TORCH_CHECK_VALUE(out.tokens * channels <= INT32_MAX, "HLA: a sample of T = ", num(out.tokens), " positions x ",
               num(channels), " channels has more than 2^31 - 1 elements, the most the kernels index in 32 bits");
+  TORCH_CHECK_VALUE(length <= INT32_MAX, "HLA: L = ", num(length),
+              " rows is more than 2^31 - 1, the most the kernels number their units in 32 bits");
   return out;
 }
 

@@ -59,6 +59,23 @@ __device__ __forceinline__ void load_contiguous(const T* p, float (&v)[N]) {
   for (int k = 0; k < N; ++k) v[k] = to_float(e[k]);
 }
 
+// The same where `load` holds, else N zeros (+0.0f): a predicated load into zeroed registers.
+template <typename T, int N>
+__device__ __forceinline__ void load_contiguous_if(bool load, const T* p, float (&v)[N]) {
+  constexpr int kBytes = N * static_cast<int>(sizeof(T));
+  constexpr int kWidth = kBytes >= 16 ? 16 : kBytes;
+  using V = typename VecOf<kWidth>::type;
+  V raw[kBytes / kWidth];
+#pragma unroll
+  for (int i = 0; i < kBytes / kWidth; ++i) {
+    raw[i] = V{};
+    if (load) raw[i] = __ldg(reinterpret_cast<const V*>(p) + i);
+  }
+  const T* e = reinterpret_cast<const T*>(raw);
+#pragma unroll
+  for (int k = 0; k < N; ++k) v[k] = to_float(e[k]);
+}
+
 // N int8 codes to p, aligned to min(N, 16) bytes.
 template <int N>
 __device__ __forceinline__ void store_codes(int8_t* p, const int8_t (&q)[N]) {
@@ -576,6 +593,39 @@ struct HlaRows {
   unsigned mask;   // bit m set when basis row m is kept
 };
 
+// kPaperRows as HlaRows, for kernels compiled with them as constants: the amax pass then issues the maxima of the 8
+// kept rows alone and the code pass parks them at constant offsets, where rows read at run time issue all 16
+// predicated.
+HOT_HD constexpr HlaRows paper_rows() {
+  HlaRows r{};
+  for (int j = 0; j < kPaperRank; ++j) {
+    r.slot[kPaperRows[j]] = j;
+    r.mask |= 1u << kPaperRows[j];
+  }
+  return r;
+}
+
+// The rows a kernel uses: the constants where it is compiled for the paper's (Paper), else the call's.
+template <bool Paper>
+__device__ __forceinline__ HlaRows kept_rows(const HlaRows& rows) {
+  if constexpr (Paper) {
+    constexpr HlaRows paper = paper_rows();
+    return paper;
+  } else {
+    return rows;
+  }
+}
+
+// Whether a call's rows are the paper's: the same rows in the same order.
+bool is_paper_rows(const HlaRows& rows) {
+  constexpr HlaRows paper = paper_rows();
+  if (rows.mask != paper.mask) return false;
+  for (int j = 0; j < kPaperRank; ++j) {
+    if (rows.slot[kPaperRows[j]] != j) return false;
+  }
+  return true;
+}
+
 // The 16 slots of unit sb for channels c..c+Vec, zero where padded: 16 row loads of Vec contiguous elements
 // (coalesced along the channel axis across the tile's threads), at 32-bit offsets from one 64-bit address.
 template <typename T, int Vec>
@@ -585,14 +635,13 @@ __device__ __forceinline__ void hla_load_raw(const T* __restrict__ t, const HlaS
   const HlaSlots slots = hla_slots(sh, u, static_cast<uint32_t>(sh.channels));
 #pragma unroll
   for (int k = 0; k < kHla; ++k) {
-    // Padding slots read the unit's first row (always valid) and count as zero: no branches, so v stays in
-    // registers.
+    // A padding slot's load is predicated off, its registers left zero (+0.0f once widened)
     uint32_t offset;
     const bool inside = hla_slot(slots, k, offset);
     float e[Vec];
-    load_contiguous<T, Vec>(first + (inside ? offset : 0u), e);
+    load_contiguous_if<T, Vec>(inside, first + offset, e);
 #pragma unroll
-    for (int i = 0; i < Vec; ++i) v[i][k] = inside ? e[i] : 0.0f;
+    for (int i = 0; i < Vec; ++i) v[i][k] = e[i];
   }
 }
 
@@ -621,10 +670,20 @@ __device__ __forceinline__ void hla_load(const T* __restrict__ t, const HlaShape
 }
 
 // This thread's load unit of tile `block`: sample-block and first channel (negative when outside the tensor).
+// A block's tile: its row of tiles (tile_b) and channel tile (tile_c); blocks number below 2^31 (a grid's x extent).
+struct HlaTileAt {
+  uint32_t b, c;
+};
+
+__device__ __forceinline__ HlaTileAt hla_tile_at(const HlaShape& sh, int64_t block) {
+  const uint32_t n = static_cast<uint32_t>(block), b = quotient(n, sh.by_tiles_c);
+  return HlaTileAt{b, n - b * static_cast<uint32_t>(sh.tiles_c)};
+}
+
 __device__ __forceinline__ void hla_unit(const HlaShape& sh, int vec, int64_t block, int64_t& sb, int64_t& c) {
-  const int64_t tile_c = block % sh.tiles_c, tile_b = block / sh.tiles_c;
-  sb = tile_b * kTileBlocks + threadIdx.x / kTileGroups;
-  c = (tile_c * kTileGroups + threadIdx.x % kTileGroups) * vec;
+  const HlaTileAt tile = hla_tile_at(sh, block);
+  sb = static_cast<int64_t>(tile.b) * kTileBlocks + threadIdx.x / kTileGroups;
+  c = (static_cast<int64_t>(tile.c) * kTileGroups + threadIdx.x % kTileGroups) * vec;
   if (sb >= sh.sblocks || c >= sh.channels) sb = -1;
 }
 
@@ -648,9 +707,9 @@ __device__ __forceinline__ void hla_tile_column_sums(const HlaShape& sh, const f
     float total = warp_sums[0][threadIdx.x];
 #pragma unroll
     for (int w = 1; w < kHlaThreads / 32; ++w) total = __fadd_rn(total, warp_sums[w][threadIdx.x]);
-    const int64_t tile_c = block % sh.tiles_c, tile_b = block / sh.tiles_c;
-    const int64_t channel = tile_c * kTileGroups * Vec + threadIdx.x;
-    if (channel < sh.channels) column_partials[tile_b * sh.channels + channel] = total;
+    const HlaTileAt tile = hla_tile_at(sh, block);
+    const int64_t channel = static_cast<int64_t>(tile.c) * kTileGroups * Vec + threadIdx.x;
+    if (channel < sh.channels) column_partials[tile.b * sh.channels + channel] = total;
   }
 }
 
@@ -663,15 +722,6 @@ struct HlaRawUnit {
   V slot[kHla];
 };
 
-__device__ __forceinline__ uint4 zero_unless(bool keep, uint4 v) {
-  return keep ? v : make_uint4(0u, 0u, 0u, 0u);
-}
-__device__ __forceinline__ uint2 zero_unless(bool keep, uint2 v) { return keep ? v : make_uint2(0u, 0u); }
-template <typename V>
-__device__ __forceinline__ V zero_unless(bool keep, V v) {
-  return keep ? v : V(0);
-}
-
 template <typename T, int Vec>
 __device__ __forceinline__ void hla_load_unit(const T* __restrict__ t, const HlaShape& sh, const HlaUnit& u, int64_t c,
                                               HlaRawUnit<T, Vec>& raw) {
@@ -682,18 +732,20 @@ __device__ __forceinline__ void hla_load_unit(const T* __restrict__ t, const Hla
   for (int k = 0; k < kHla; ++k) {
     uint32_t offset;
     const bool inside = hla_slot(slots, k, offset);
-    // padding slots read the unit's first row (always valid) and count as zero
-    raw.slot[k] = zero_unless(inside, __ldg(reinterpret_cast<const V*>(first + (inside ? offset : 0u))));
+    // a padding slot's load is predicated off, its registers left zero
+    raw.slot[k] = V{};
+    if (inside) raw.slot[k] = __ldg(reinterpret_cast<const V*>(first + offset));
   }
 }
 
 // 16-bit inputs at most 64 registers: 8 CTAs an SM (the compiler's own choice, 71, holds 7; at 64 nvcc 13.0 spills
 // 4 bytes, one store and one load a thread: the pass ran 3 % faster on the H200). A float unit's raw
 // slots alone are 64 registers: held to 64 it spilled (92 bytes a thread; x's quantiser 14 % slower on the H200).
-template <typename T, int Vec>
+template <typename T, int Vec, bool Paper>
 __global__ void __launch_bounds__(kHlaThreads, sizeof(T) == 2 ? 8 : 1)
-    hla_amax(const T* __restrict__ t, HlaShape sh, unsigned mask, bool per_channel, uint32_t* amax_bits,
+    hla_amax(const T* __restrict__ t, HlaShape sh, HlaRows rows, bool per_channel, uint32_t* amax_bits,
              float* __restrict__ column_partials) {
+  const unsigned mask = kept_rows<Paper>(rows).mask;
   int64_t sb, c;
   hla_unit(sh, Vec, blockIdx.x, sb, c);
   float m[Vec] = {};
@@ -816,19 +868,19 @@ __device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh,
   const float s_tensor = per_channel ? 0.0f : absmax_to_scale(__uint_as_float(*amax_bits), qmax);
   if (!per_channel && block == 0 && threadIdx.x == 0) *scale = s_tensor;
   const Scale sc_tensor = scale_of(s_tensor);
-  const int64_t tile_c = block % sh.tiles_c, tile_b = block / sh.tiles_c;
+  const HlaTileAt at = hla_tile_at(sh, block);
   const uint32_t channels = static_cast<uint32_t>(sh.channels);
   // A thread keeps one sample-block (its unit: rows, count and first index) and steps through channels kStep apart.
   constexpr int kStep = kHlaThreads / kTileBlocks;
   static_assert(kHlaThreads % kTileBlocks == 0, "every thread keeps its sample-block across the loop");
   const int lb = threadIdx.x % kTileBlocks;
-  const int64_t sb = tile_b * kTileBlocks + lb;
+  const int64_t sb = static_cast<int64_t>(at.b) * kTileBlocks + lb;
   if (sb >= sh.sblocks) return;
   // A window unit writes its rank rows, a prefix unit one (all its kept rows hold the same value).
   int64_t row0;
   const int count = hla_unit_rows(sh, sb, row0);
   for (int lc = threadIdx.x / kTileBlocks; lc < kCols; lc += kStep) {
-    const int64_t c = tile_c * kCols + lc;
+    const int64_t c = static_cast<int64_t>(at.c) * kCols + lc;
     if (c >= sh.channels) break;  // c grows with lc
     Scale sc = sc_tensor;
     if (per_channel) {
@@ -881,7 +933,7 @@ __device__ void column_sums_of(const float* __restrict__ partials, int64_t tiles
 // Phase 1 transforms the tile's units and parks their kept rows; phase 2 quantises them. Where column sums were asked
 // for, the first row of tiles (tile_b = 0) then adds the amax pass's tile partials of its channels, reusing the tile's
 // shared memory: no finishing kernel between the passes.
-template <typename T, int Vec, bool Stochastic>
+template <typename T, int Vec, bool Stochastic, bool Paper>
 __global__ void __launch_bounds__(kHlaThreads)
     hla_quantize_kernel(const T* __restrict__ t, HlaShape sh, HlaRows rows, int qmax, bool per_channel,
                         HashKey hash, const uint32_t* __restrict__ amax_bits, int8_t* __restrict__ codes_t,
@@ -895,7 +947,7 @@ __global__ void __launch_bounds__(kHlaThreads)
     if (sb >= 0) {
       float v[Vec][kHla];
       hla_load<T, Vec>(t, sh, sb, c, v);
-      hla_park<Vec>(tile, rows, v);
+      hla_park<Vec>(tile, kept_rows<Paper>(rows), v);
     }
   }
   __syncthreads();
@@ -1131,7 +1183,7 @@ template <typename T, int Vec>
 void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool per_channel, bool stochastic,
                     HashKey key, int8_t* codes_t, float* scale, uint32_t* amax_bits, bool one_launch,
                     const ColumnSums& sums, cudaStream_t stream) {
-  sh.tiles_c = (sh.channels + HlaTile<Vec>::kCols - 1) / HlaTile<Vec>::kCols;
+  hla_set_tiles(sh, HlaTile<Vec>::kCols);
   const int64_t tiles_b = (sh.sblocks + kTileBlocks - 1) / kTileBlocks, tiles = sh.tiles_c * tiles_b;
   if (one_launch) {
     const auto ctas = static_cast<unsigned>(tiles);
@@ -1144,15 +1196,26 @@ void launch_hla_vec(const T* t, HlaShape sh, const HlaRows& rows, int qmax, bool
     (void)cudaGetLastError();
     if (cudaMemsetAsync(amax_bits, 0, sizeof(uint32_t), stream) != cudaSuccess) return;
   }
-  hla_amax<T, Vec><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(t, sh, rows.mask, per_channel,
-                                                                            amax_bits, sums.partials);
-  if (stochastic) {
-    hla_quantize_kernel<T, Vec, true><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(
-        t, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale, sums);
-  } else {
-    hla_quantize_kernel<T, Vec, false><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(
-        t, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale, sums);
+  // The paper's rows take kernels compiled for them (4 channels a thread: the 16-bit g_y and x of the models)
+  const auto passes = [&](auto paper) {
+    constexpr bool kPaper = decltype(paper)::value;
+    hla_amax<T, Vec, kPaper><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(t, sh, rows, per_channel,
+                                                                                      amax_bits, sums.partials);
+    if (stochastic) {
+      hla_quantize_kernel<T, Vec, true, kPaper><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(
+          t, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale, sums);
+    } else {
+      hla_quantize_kernel<T, Vec, false, kPaper><<<static_cast<unsigned>(tiles), kHlaThreads, 0, stream>>>(
+          t, sh, rows, qmax, per_channel, key, amax_bits, codes_t, scale, sums);
+    }
+  };
+  if constexpr (Vec == 4) {
+    if (is_paper_rows(rows)) {
+      passes(std::true_type{});
+      return;
+    }
   }
+  passes(std::false_type{});
 }
 
 template <typename T>
@@ -1245,7 +1308,7 @@ __global__ void __launch_bounds__(kHlaThreads)
 // The grid of hla_unit's tiles for Vec channels a thread (sets sh.tiles_c).
 template <int Vec>
 unsigned hla_tiles(HlaShape& sh) {
-  sh.tiles_c = (sh.channels + HlaTile<Vec>::kCols - 1) / HlaTile<Vec>::kCols;
+  hla_set_tiles(sh, HlaTile<Vec>::kCols);
   return static_cast<unsigned>(sh.tiles_c * ((sh.sblocks + kTileBlocks - 1) / kTileBlocks));
 }
 
@@ -1378,7 +1441,7 @@ __global__ void __launch_bounds__(kHlaThreads)
   const int group = threadIdx.x % kTileGroups;
   const float s_tensor = q.hq_per_token ? 0.0f : absmax_to_scale(__uint_as_float(*q.hq_amax), q.hq_qmax);
   if (!q.hq_per_token && blockIdx.x == 0 && threadIdx.x == 0) *q.hq_scale = s_tensor;
-  const bool writes_scale = q.hq_per_token && group == 0 && blockIdx.x % sh.tiles_c == 0;
+  const bool writes_scale = q.hq_per_token && group == 0 && hla_tile_at(sh, blockIdx.x).c == 0u;
   // The unit's slots at 32-bit offsets: rows of the per-token arrays, elements of the codes (and of the hash's
   // index, which it reads mod 2^32).
   const uint32_t* const hq_amax = q.hq_amax + u.first;
@@ -1414,7 +1477,7 @@ __global__ void __launch_bounds__(kHlaThreads)
 
 template <typename T, int N>
 void launch_grad_output(const T* g, HlaShape sh, const HlaRows& rows, const GradOutputQuant& q, cudaStream_t stream) {
-  sh.tiles_c = (sh.channels + HlaTile<kHqVec>::kCols - 1) / HlaTile<kHqVec>::kCols;
+  hla_set_tiles(sh, HlaTile<kHqVec>::kCols);
   const int64_t tiles_b = (sh.sblocks + kTileBlocks - 1) / kTileBlocks;
   const auto tiles = static_cast<unsigned>(sh.tiles_c * tiles_b);
   grad_output_amax<T, N><<<tiles, kHlaThreads, 0, stream>>>(g, sh, rows.mask, q);

@@ -27,6 +27,8 @@
 //                                                          (hla_shape, hla_unit_at, hla_slots, hla_slot,
 //                                                          hla_unit_rows); exits 3 if a unit's element offsets
 //                                                          for 7 channels are not 7 times its row offsets
+//   fastdiv    n u64, n (numerator, divisor) i64 pairs  -> n u32   quotient(numerator, fast_div(divisor))
+//   paper_rows (no input)                               -> kPaperRank i32: kPaperRows
 #include "hla_windows.cuh"
 #include "quant_scalar.cuh"
 
@@ -213,6 +215,16 @@ int main(int argc, char** argv) {
         }
         out.push_back(inside ? u.first + static_cast<int64_t>(row) : -1);
       }
+    }
+    write_many(out);
+  } else if (!std::strcmp(op, "paper_rows")) {
+    write_many(std::vector<int32_t>(hot::kPaperRows, hot::kPaperRows + hot::kPaperRank));
+  } else if (!std::strcmp(op, "fastdiv")) {
+    const auto n = read_one<uint64_t>();
+    const auto pairs = read_many<int64_t>(2 * n);
+    std::vector<uint32_t> out(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      out[i] = hot::quotient(static_cast<uint32_t>(pairs[2 * i]), hot::fast_div(pairs[2 * i + 1]));
     }
     write_many(out);
   } else {

@@ -337,6 +337,35 @@ def test_window_index_map_is_the_reference(host, prefix, height, width, spatial,
     assert got == _reference_units(windows, samples, rank)
 
 
+def test_kernels_constant_rows_are_the_papers(host) -> None:
+    """The rows the HLA kernels are compiled for as constants are the paper's (rank 8 in LP_L1 order), so the
+    default configuration runs those kernels; other rows run the same kernels with rows read at run time."""
+    got = np.frombuffer(host("paper_rows", b""), dtype=np.int32).tolist()
+    assert tuple(got) == lp_l1_rows(8)
+
+
+def test_fast_division_is_integer_division(host) -> None:
+    """The kernels' division of block and unit numbers (below 2^31) by a shape's counts, a multiply-high, an add
+    and a shift, is integer division: every divisor up to 2^12 and powers of two and their neighbours up to 2^31,
+    against numerators at 0, around multiples of the divisor and near 2^31, and random ones."""
+    rng = np.random.default_rng(7)
+    top = 2**31 - 1
+    divisors = list(range(1, 4097)) + [2**e + o for e in range(12, 32) for o in (-1, 0, 1) if 2**e + o <= 2**31]
+    divisors += rng.integers(4097, 2**31, 2000).tolist()
+    pairs = []
+    for d in divisors:
+        q = top // d
+        edges = [0, 1, d - 1, d, d + 1, top, top - 1, q * d, q * d - 1, (q // 2) * d, (q // 2) * d - 1]
+        numerators = edges + rng.integers(0, top + 1, 24).tolist()
+        pairs += [(n, d) for n in numerators if 0 <= n <= top]
+    arr = np.array(pairs, dtype=np.int64)
+    out = host("fastdiv", struct.pack("<Q", len(arr)) + arr.tobytes())
+    got = np.frombuffer(out, dtype=np.uint32).astype(np.int64)
+    want = arr[:, 0] // arr[:, 1]
+    wrong = np.flatnonzero(got != want)
+    assert wrong.size == 0, [(int(arr[i, 0]), int(arr[i, 1]), int(got[i]), int(want[i])) for i in wrong[:5]]
+
+
 def _division_cases(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Quotients v / s of the quantisers' kind and the hard cases of division by a reciprocal: exponents down to
     subnormal v, significands of all ones and of a single one, exact quotients, halfway-like ones."""

@@ -856,6 +856,48 @@ __device__ __forceinline__ void hla_quantize_unit(const float* src, int count, c
   store_packed(out, w, count);
 }
 
+// The codes of one unit's Rank (1 or 8) projected rows in 4 consecutive channels (src: the tile's projected row 0 of
+// the first, rows kCols apart), as hla_quantize_unit's for each channel. Element (row0 + j, c + i) draws u at index
+// (row0 + j)·C + c + i; C and c are multiples of 4, so that index's xorshift16 is the row's, of (row0 + j)·C + c,
+// XOR i (stochastic_run_codes_biased's identity): one xorshift a row for the 4 channels where a channel at a time
+// took one a code, and a row's 4 values in one 16-byte shared load.
+template <int Rank, bool Stochastic, int kCols>
+__device__ __forceinline__ void hla_quantize_quad(const float* src, const Scale (&sc)[4], uint32_t index,
+                                                  uint32_t channels, Dither key, int qmax, int8_t* __restrict__ out,
+                                                  int64_t pitch) {
+  float4 x[Rank];
+  uint32_t row_x[Rank];
+#pragma unroll
+  for (int j = 0; j < Rank; ++j) {
+    x[j] = *reinterpret_cast<const float4*>(src + j * kCols);
+    row_x[j] = xorshift16(index + static_cast<uint32_t>(j) * channels);
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float v[Rank];
+#pragma unroll
+    for (int j = 0; j < Rank; ++j) v[j] = i == 0 ? x[j].x : i == 1 ? x[j].y : i == 2 ? x[j].z : x[j].w;
+    uint32_t w[4] = {0u, 0u, 0u, 0u};
+    if constexpr (Stochastic) {
+      uint32_t mixed[Rank];
+#pragma unroll
+      for (int j = 0; j < Rank; ++j) mixed[j] = row_x[j] ^ static_cast<uint32_t>(i);
+      float biased[Rank];
+      stochastic_codes_of_mixed<Rank>(v, sc[i], mixed, key, qmax, biased);
+#pragma unroll
+      for (int j = 0; j < Rank; ++j) w[j / 4] |= static_cast<uint32_t>(biased_code_byte(biased[j])) << (8 * (j % 4));
+    } else {
+      float q[Rank];
+      group_quotients<Rank>(v, sc[i], q);
+#pragma unroll
+      for (int j = 0; j < Rank; ++j) {
+        w[j / 4] |= static_cast<uint32_t>(biased_code_byte(round_code_biased(q[j], qmax))) << (8 * (j % 4));
+      }
+    }
+    store_packed(out + i * pitch, w, Rank);
+  }
+}
+
 // Phase 2 (after a barrier): each thread quantises the rank kept rows of one (channel, sample-block) pair,
 // sample-blocks fastest across lanes, so a warp stores 4 channels x 8 x rank contiguous bytes of the
 // transposed (C x R) codes.
@@ -879,6 +921,33 @@ __device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh,
   // A window unit writes its rank rows, a prefix unit one (all its kept rows hold the same value).
   int64_t row0;
   const int count = hla_unit_rows(sh, sb, row0);
+  if constexpr (Vec == 4) {
+    // The paper's rank and prefix units: 4 consecutive channels a thread (the tile's 64 in one step), the rows in
+    // the same sample-block as below.
+    static_assert(kCols == 4 * kStep, "a thread's 4 channels cover the tile");
+    if (count == 8 || count == 1) {
+      const int64_t c = static_cast<int64_t>(at.c) * kCols + 4 * (threadIdx.x / kTileBlocks);
+      if (c >= sh.channels) return;  // C % 4 == 0 (4 channels a thread): c..c+3 all inside
+      Scale sc[4] = {sc_tensor, sc_tensor, sc_tensor, sc_tensor};
+      if (per_channel) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float s = absmax_to_scale(__uint_as_float(amax_bits[c + i]), qmax);
+          if (sb == 0) scale[c + i] = s;
+          sc[i] = scale_of(s);
+        }
+      }
+      const float* src = tile + lb * HlaTile<Vec>::kStride + 4 * (threadIdx.x / kTileBlocks);
+      const uint32_t index = static_cast<uint32_t>(row0) * channels + static_cast<uint32_t>(c);
+      int8_t* const out = codes_t + c * sh.codes_pitch + row0;
+      if (count == 8) {
+        hla_quantize_quad<8, Stochastic, kCols>(src, sc, index, channels, key, qmax, out, sh.codes_pitch);
+      } else {
+        hla_quantize_quad<1, Stochastic, kCols>(src, sc, index, channels, key, qmax, out, sh.codes_pitch);
+      }
+      return;
+    }
+  }
   for (int lc = threadIdx.x / kTileBlocks; lc < kCols; lc += kStep) {
     const int64_t c = static_cast<int64_t>(at.c) * kCols + lc;
     if (c >= sh.channels) break;  // c grows with lc

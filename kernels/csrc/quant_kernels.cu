@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <numeric>
 #include <tuple>
 #include <type_traits>
 
@@ -284,6 +285,56 @@ __global__ void __launch_bounds__(kThreads, Chunks == 1 ? 5 : 1)
   }
 }
 
+// The absmax Scale of each of a block's `rows` rows, laid out consecutively across its threads (thread t in row r),
+// valid in every thread for its own row; every thread of the block calls it, the block whole warps. A warp takes
+// the maximum of its lanes in each row it touches with one REDUX a row (non-negative floats order as their bits, as
+// amax_of), a shared atomic max a row and warp joins them, and one thread a row makes the Scale.
+constexpr int kMaxPackedRows = 32;
+
+__device__ Scale packed_rows_absmax_scale(float v, int r, int rows, int qmax) {
+  __shared__ uint32_t row_amax[kMaxPackedRows];
+  __shared__ Scale row_scale[kMaxPackedRows];
+  __syncthreads();  // row_scale may still be read from a previous call
+  if (threadIdx.x < rows) row_amax[threadIdx.x] = 0u;
+  __syncthreads();
+  const uint32_t bits = __float_as_uint(v);
+  const int first = __shfl_sync(0xffffffffu, r, 0), last = __shfl_sync(0xffffffffu, r, 31);
+  for (int rr = first; rr <= last; ++rr) {
+    const uint32_t m = __reduce_max_sync(0xffffffffu, r == rr ? bits : 0u);
+    if (threadIdx.x % 32 == 0) atomicMax(&row_amax[rr], m);
+  }
+  __syncthreads();
+  if (threadIdx.x < rows) {
+    row_scale[threadIdx.x] = scale_of(absmax_to_scale(__uint_as_float(row_amax[threadIdx.x]), qmax));
+  }
+  __syncthreads();
+  return row_scale[r];
+}
+
+// Per-token rows of one chunk a thread, `packed` rows side by side in a block of packed x chunks threads (whole
+// warps): where a row's chunks are not a multiple of 32 (O = 2304: 144 chunks, 4.5 warps; O = 768: 48, 1.5 warps)
+// a row a block left the last warp's lanes idle, 10-25 % of the issued instructions. A block takes `passes` such
+// groups of rows, the key made once for all of them.
+constexpr int kPackedThreads = 320;
+
+template <typename T, int N>
+__global__ void __launch_bounds__(kPackedThreads, 4)
+    hq_grad_output_packed_rows(const T* __restrict__ g, int64_t rows, int64_t cols, int packed, int passes, int qmax,
+                               HashKey hash, bool fp8, int8_t* __restrict__ codes, float* __restrict__ scale) {
+  const Dither key = resolve_key(hash);  // first: the step's load overlaps the row's
+  const int chunks = static_cast<int>(cols / N);
+  const int r = static_cast<int>(threadIdx.x) / chunks, t = static_cast<int>(threadIdx.x) - r * chunks;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * passes * packed;
+  for (int p = 0; p < passes; ++p) {
+    const int64_t base = first + static_cast<int64_t>(p) * packed;
+    if (base >= rows) break;  // block-uniform
+    const int64_t row = base + r;
+    const bool active = row < rows;
+    hq_row_codes<T, N, 1>(g, cols, active ? row : base, active, t, chunks, qmax, key, fp8, codes, scale,
+                          [r, packed, qmax](float m) { return packed_rows_absmax_scale(m, r, packed, qmax); });
+  }
+}
+
 // Rows too long for the registers: pass 1 transforms and takes the row's amax, pass 2 transforms again (the row
 // is in L1/L2) and quantises.
 template <typename T, int N>
@@ -371,6 +422,16 @@ void launch_hq_grad_output(const T* g, int64_t rows, int64_t cols, int qmax, boo
     const int per_block = static_cast<int>(std::clamp<int64_t>(rows / kMaxGrid, 1, 4));
     const auto grid = static_cast<unsigned>((rows + per_block - 1) / per_block);
     if constexpr (N == 16) {
+      // Rows packed so that a block's threads fill whole warps, where few enough rows do it
+      const int64_t packed = 32 / std::gcd<int64_t>(chunks, 32);
+      if (packed > 1 && packed * chunks <= kPackedThreads) {
+        const int64_t groups = (rows + packed - 1) / packed;
+        const int passes = static_cast<int>(std::clamp<int64_t>(groups / kMaxGrid, 1, 4));
+        const auto blocks = static_cast<unsigned>((groups + passes - 1) / passes);
+        hq_grad_output_packed_rows<T, N><<<blocks, static_cast<unsigned>(packed * chunks), 0, stream>>>(
+            g, rows, cols, static_cast<int>(packed), passes, qmax, key, fp8, codes, scale);
+        return;
+      }
       if (chunks <= kThreads) {
         hq_grad_output_per_token<T, N, 1><<<grid, warps_for(chunks), 0, stream>>>(g, rows, cols, per_block, qmax, key,
                                                                                   fp8, codes, scale);
@@ -901,7 +962,10 @@ __device__ __forceinline__ void hla_quantize_quad(const float* src, const Scale 
 // Phase 2 (after a barrier): each thread quantises the rank kept rows of one (channel, sample-block) pair,
 // sample-blocks fastest across lanes, so a warp stores 4 channels x 8 x rank contiguous bytes of the
 // transposed (C x R) codes.
-template <int Vec, bool Stochastic>
+// Quads: the paper's rank and prefix units by hla_quantize_quad (Vec == 4). The one-launch kernels, whose small
+// tensors run a CTA or two an SM and stall on instruction fetch, keep the shorter loop alone: with both, the latency
+// figure's layers at the paper's L were 2-10 % slower on the H200.
+template <int Vec, bool Stochastic, bool Quads>
 __device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh, int qmax,
                                           bool per_channel, Dither key, const uint32_t* __restrict__ amax_bits,
                                           int8_t* __restrict__ codes_t, float* __restrict__ scale,
@@ -921,7 +985,7 @@ __device__ __forceinline__ void hla_store(const float* tile, const HlaShape& sh,
   // A window unit writes its rank rows, a prefix unit one (all its kept rows hold the same value).
   int64_t row0;
   const int count = hla_unit_rows(sh, sb, row0);
-  if constexpr (Vec == 4) {
+  if constexpr (Quads && Vec == 4) {
     // The paper's rank and prefix units: 4 consecutive channels a thread (the tile's 64 in one step), the rows in
     // the same sample-block as below.
     static_assert(kCols == 4 * kStep, "a thread's 4 channels cover the tile");
@@ -1020,7 +1084,7 @@ __global__ void __launch_bounds__(kHlaThreads)
     }
   }
   __syncthreads();
-  hla_store<Vec, Stochastic>(tile, sh, qmax, per_channel, key, amax_bits, codes_t, scale, blockIdx.x);
+  hla_store<Vec, Stochastic, true>(tile, sh, qmax, per_channel, key, amax_bits, codes_t, scale, blockIdx.x);
   if (sums.out != nullptr && blockIdx.x < sh.tiles_c) {  // block-uniform: tile_b = 0
     __syncthreads();  // the tile is read by phase 2 until here
     const int64_t tiles_b = (sh.sblocks + kTileBlocks - 1) / kTileBlocks;
@@ -1177,7 +1241,7 @@ __device__ __forceinline__ void hla_one_launch_block(const HlaOneLaunchArgs<T>& 
   a = block_max(a);
   if (threadIdx.x == 0) tensor_amax = __float_as_uint(a);
   __syncthreads();
-  hla_store<Vec, Stochastic>(tile, sh, p.qmax, false, key, &tensor_amax, p.codes_t, p.scale, block);
+  hla_store<Vec, Stochastic, false>(tile, sh, p.qmax, false, key, &tensor_amax, p.codes_t, p.scale, block);
   if (p.sums.out != nullptr && block < sh.tiles_c) {  // block-uniform: tile_b = 0
     __syncthreads();  // the tile is read by hla_store until here
     const int64_t tiles_b = (sh.sblocks + kTileBlocks - 1) / kTileBlocks;
@@ -1536,10 +1600,10 @@ __global__ void __launch_bounds__(kHlaThreads)
   if (sb >= 0) hla_park<kHqVec>(tile, rows, v);
   __syncthreads();
   if (q.hla_stochastic) {
-    hla_store<kHqVec, true>(tile, sh, q.hla_qmax, q.hla_per_channel, hla_key, q.hla_amax, q.hla_codes_t,
+    hla_store<kHqVec, true, true>(tile, sh, q.hla_qmax, q.hla_per_channel, hla_key, q.hla_amax, q.hla_codes_t,
                             q.hla_scale, blockIdx.x);
   } else {
-    hla_store<kHqVec, false>(tile, sh, q.hla_qmax, q.hla_per_channel, Dither{0u, 2u}, q.hla_amax, q.hla_codes_t,
+    hla_store<kHqVec, false, true>(tile, sh, q.hla_qmax, q.hla_per_channel, Dither{0u, 2u}, q.hla_amax, q.hla_codes_t,
                              q.hla_scale, blockIdx.x);
   }
 }

@@ -174,8 +174,10 @@ def test_uniform_on_cuda_equals_the_cpu_numbers_with_and_without_the_kernel(monk
 @pytest.mark.parametrize("granularity", ["per_token", "per_tensor"])
 @pytest.mark.parametrize(
     ("rows", "cols"),
-    # from 8192 rows a block takes 2-4 consecutive rows (one row a block below), the last block fewer: on one warp
-    # (48 columns), on several at one chunk a thread (2304) and at two (4608); (33, 130): block 2, the long kernel
+    # rows whose chunks are not a multiple of 32 are packed side by side into whole warps (2304 and 768 columns: two
+    # rows; 96: 16; 48: 32), the last group partial, from 2 x 4096 groups 2-4 groups a block ((16411, 768)); from 8192
+    # rows a block of whole-warp rows takes 2-4 consecutive rows (4608: two chunks a thread); (33, 130): block 2, the
+    # long kernel
     [
         (197, 2304),
         (256, 768),
@@ -187,6 +189,7 @@ def test_uniform_on_cuda_equals_the_cpu_numbers_with_and_without_the_kernel(monk
         (8200, 2304),
         (8200, 4608),
         (16411, 48),
+        (16411, 768),
         (33, 130),
     ],
 )

@@ -8,7 +8,9 @@
 //                                                       -> 16n i8, 16n f32, 16n f32: stochastic_codes_biased<16>
 //                                                          (u of element k at index + k * stride; stride 0: a
 //                                                          run, stochastic_run_codes_biased<16>, u at index + k
-//                                                          from an index a multiple of 16), its bytes and
+//                                                          from an index a multiple of 16; stride 0xFFFFFFFF: four
+//                                                          runs of 4, stochastic_run_codes_biased<4> from index,
+//                                                          index + 4, ..., index a multiple of 4), its bytes and
 //                                                          values, group_quotients<16>, then 16n i8 of
 //                                                          round_code_biased of those quotients
 //   scale      qmax i32, n u64, n amax f32              -> n f32   absmax_to_scale
@@ -129,6 +131,18 @@ int main(int argc, char** argv) {
           return 2;
         }
         hot::stochastic_run_codes_biased<16>(v, hot::scale_of(s), index, hot::Dither{key, rounds}, qmax, biased);
+      } else if (stride == 0xFFFFFFFFu) {
+        if (index % 4 != 0) {
+          std::fprintf(stderr, "a run of 4's index must be a multiple of 4, got %u\n", index);
+          return 2;
+        }
+        for (int r = 0; r < 4; ++r) {
+          float part[4], part_biased[4];
+          for (int k = 0; k < 4; ++k) part[k] = v[4 * r + k];
+          hot::stochastic_run_codes_biased<4>(part, hot::scale_of(s), index + 4u * r, hot::Dither{key, rounds}, qmax,
+                                             part_biased);
+          for (int k = 0; k < 4; ++k) biased[4 * r + k] = part_biased[k];
+        }
       } else {
         hot::stochastic_codes_biased<16>(v, hot::scale_of(s), index, stride, hot::Dither{key, rounds}, qmax, biased);
       }

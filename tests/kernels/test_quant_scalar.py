@@ -91,15 +91,23 @@ def test_stochastic_codes_match_quantize(host, bits: int, granularity: str) -> N
     assert torch.equal(torch.from_numpy(values.copy()), expected)
 
 
+RUNS_OF_4 = 0xFFFFFFFF  # the host's stride for four runs of 4 (stochastic_run_codes_biased<4>)
+
+
 @pytest.mark.parametrize(
     ("bits", "stride", "hash"),
-    [(bits, stride, hash) for bits, stride in [(4, 1), (8, 768), (4, 0)] for hash in ("fmix32x2", "fmix32")],
+    [
+        (bits, stride, hash)
+        for bits, stride in [(4, 1), (8, 768), (4, 0), (4, RUNS_OF_4)]
+        for hash in ("fmix32x2", "fmix32")
+    ],
 )
 def test_stochastic_code_groups_are_the_codes_one_by_one(host, bits: int, stride: int, hash: str) -> None:
     """The kernels' grouped codes (one check for 16 quotients, the group divided exactly when one lies below 2^-100
     or the scale or its reciprocal is not finite): the reference's floor(v / s + u), clamped, at u of
     index + k * stride (stride 0: a run, u at index + k from an index a multiple of 16, the HQ codes' form, with runs
-    beside 2^16 boundaries and the last one below 2^32). Each group's scale is its absmax scale (the kernels'
+    beside 2^16 boundaries and the last one below 2^32; RUNS_OF_4: four runs of 4, HQ's block 4, from indices that
+    are multiples of 4 but mostly not of 16). Each group's scale is its absmax scale (the kernels'
     precondition), or one made from larger values elsewhere (a row's other chunks: tiny, with an infinite reciprocal,
     over zeros). Groups hold zeros of both signs, values below 2^-100 and subnormal ones, huge values, a NaN and an
     infinity."""
@@ -119,16 +127,20 @@ def test_stochastic_code_groups_are_the_codes_one_by_one(host, bits: int, stride
     v[11, 8:], s[11] = 0.0, s[11] * 1.5  # half zeros under a larger scale
     assert not torch.isfinite(1 / s[9]) and torch.isinf(s[10]) and s[4].isnan()
     index = torch.randint(0, 2**20, (groups,), generator=torch.Generator().manual_seed(bits)).to(torch.int64)
-    if stride == 0:  # runs: multiples of 16, some just below 2^16 boundaries, and the last 16 indices below 2^32
+    if stride in (0, RUNS_OF_4):  # multiples of 16, some just below 2^16 boundaries, the last 16 indices below 2^32
         index = torch.randint(0, 2**28, (groups,), generator=torch.Generator().manual_seed(bits)).to(torch.int64) * 16
         index[::5] = torch.arange(0, groups, 5) * 2**16 - 16
         index[0], index[1] = 2**32 - 16, 0
+        if stride == RUNS_OF_4:  # runs of 4 from 4 mod 16 and 12 mod 16 too, a run ending at a 2^16 boundary
+            index[2::4] += 4
+            index[3::4] += 12
+            index[7] = 2**16 - 4 - 12
     payload = b"".join(
         struct.pack("<fI", float(s[g]), int(index[g])) + v[g].numpy().astype(np.float32).tobytes()
         for g in range(groups)
     )
     out = host("stochastic_group", struct.pack("<iIIIQ", qmax(bits), key, hash_rounds(hash), stride, groups) + payload)
-    positions = index[:, None] + torch.arange(16)[None, :] * (stride or 1)
+    positions = index[:, None] + torch.arange(16)[None, :] * (1 if stride in (0, RUNS_OF_4) else stride)
     u = uniform_at(positions.numpy(), key, hash=hash)
     limit = qmax(bits)
     expected = torch.floor(v / s + u).clamp_(-limit, limit)

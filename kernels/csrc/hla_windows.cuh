@@ -16,7 +16,7 @@ namespace hot {
 // 2^32. The kernels divide block and unit numbers (below 2^31: a grid's x extent) by the shape's tile and window
 // counts once a thread; a 32-bit division is about 20 instructions, a 64-bit one a call.
 struct FastDiv {
-  uint32_t d, m;
+  uint32_t d, m;  // the divisor (at least 1: remainders are n - quotient * d) and the multiplier
   int l;
 };
 

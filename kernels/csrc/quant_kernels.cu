@@ -297,11 +297,10 @@ __device__ Scale packed_rows_absmax_scale(float v, int r, int rows, int qmax) {
   __syncthreads();  // row_scale may still be read from a previous call
   if (threadIdx.x < rows) row_amax[threadIdx.x] = 0u;
   __syncthreads();
-  const uint32_t bits = __float_as_uint(v);
   const int first = __shfl_sync(0xffffffffu, r, 0), last = __shfl_sync(0xffffffffu, r, 31);
   for (int rr = first; rr <= last; ++rr) {
-    const uint32_t m = __reduce_max_sync(0xffffffffu, r == rr ? bits : 0u);
-    if (threadIdx.x % 32 == 0) atomicMax(&row_amax[rr], m);
+    const float m = warp_max(r == rr ? v : 0.0f);
+    if (threadIdx.x % 32 == 0) atomicMax(&row_amax[rr], __float_as_uint(m));
   }
   __syncthreads();
   if (threadIdx.x < rows) {
@@ -730,7 +729,6 @@ __device__ __forceinline__ void hla_load(const T* __restrict__ t, const HlaShape
   hla_transform<Vec>(u, v);
 }
 
-// This thread's load unit of tile `block`: sample-block and first channel (negative when outside the tensor).
 // A block's tile: its row of tiles (tile_b) and channel tile (tile_c); blocks number below 2^31 (a grid's x extent).
 struct HlaTileAt {
   uint32_t b, c;
@@ -741,6 +739,7 @@ __device__ __forceinline__ HlaTileAt hla_tile_at(const HlaShape& sh, int64_t blo
   return HlaTileAt{b, n - b * static_cast<uint32_t>(sh.tiles_c)};
 }
 
+// This thread's load unit of tile `block`: sample-block and first channel (negative when outside the tensor).
 __device__ __forceinline__ void hla_unit(const HlaShape& sh, int vec, int64_t block, int64_t& sb, int64_t& c) {
   const HlaTileAt tile = hla_tile_at(sh, block);
   sb = static_cast<int64_t>(tile.b) * kTileBlocks + threadIdx.x / kTileGroups;

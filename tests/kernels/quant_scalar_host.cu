@@ -29,7 +29,8 @@
 //                                                          (hla_shape, hla_unit_at, hla_slots, hla_slot,
 //                                                          hla_unit_rows); exits 3 if a unit's element offsets
 //                                                          for 7 channels are not 7 times its row offsets
-//   fastdiv    n u64, n (numerator, divisor) i64 pairs  -> n u32   quotient(numerator, fast_div(divisor))
+//   fastdiv    n u64, n (numerator, divisor) i64 pairs  -> n u32   quotient(numerator, fast_div(divisor)), then
+//                                                          n u32 remainders, numerator - quotient * divisor.d
 //   paper_rows (no input)                               -> kPaperRank i32: kPaperRows
 #include "hla_windows.cuh"
 #include "quant_scalar.cuh"
@@ -236,11 +237,15 @@ int main(int argc, char** argv) {
   } else if (!std::strcmp(op, "fastdiv")) {
     const auto n = read_one<uint64_t>();
     const auto pairs = read_many<int64_t>(2 * n);
-    std::vector<uint32_t> out(n);
+    std::vector<uint32_t> out(n), rest(n);
     for (uint64_t i = 0; i < n; ++i) {
-      out[i] = hot::quotient(static_cast<uint32_t>(pairs[2 * i]), hot::fast_div(pairs[2 * i + 1]));
+      const auto numerator = static_cast<uint32_t>(pairs[2 * i]);
+      const hot::FastDiv divisor = hot::fast_div(pairs[2 * i + 1]);
+      out[i] = hot::quotient(numerator, divisor);
+      rest[i] = numerator - out[i] * divisor.d;
     }
     write_many(out);
+    write_many(rest);
   } else {
     std::fprintf(stderr, "quant_scalar_host: unknown op %s\n", op);
     return 2;

@@ -175,9 +175,9 @@ def test_uniform_on_cuda_equals_the_cpu_numbers_with_and_without_the_kernel(monk
 @pytest.mark.parametrize(
     ("rows", "cols"),
     # rows whose chunks are not a multiple of 32 are packed side by side into whole warps (2304 and 768 columns: two
-    # rows; 96: 16; 48: 32), the last group partial, from 2 x 4096 groups 2-4 groups a block ((16411, 768)); from 8192
-    # rows a block of whole-warp rows takes 2-4 consecutive rows (4608: two chunks a thread); (33, 130): block 2, the
-    # long kernel
+    # rows; 320 and 64: 8; 128: 4; 96: 16; 48: 32), the last group partial, from 2 x 4096 groups 2-4 groups a block
+    # ((24577, 768): 3 a block, the last block's second group past the end); from 8192 rows a block of whole-warp rows
+    # takes 2-4 consecutive rows (4608: two chunks a thread); (33, 130): block 2, the long kernel
     [
         (197, 2304),
         (256, 768),
@@ -189,7 +189,10 @@ def test_uniform_on_cuda_equals_the_cpu_numbers_with_and_without_the_kernel(monk
         (8200, 2304),
         (8200, 4608),
         (16411, 48),
-        (16411, 768),
+        (24577, 768),
+        (33, 64),
+        (37, 128),
+        (41, 320),
         (33, 130),
     ],
 )

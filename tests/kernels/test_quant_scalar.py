@@ -358,8 +358,9 @@ def test_kernels_constant_rows_are_the_papers(host) -> None:
 
 def test_fast_division_is_integer_division(host) -> None:
     """The kernels' division of block and unit numbers (below 2^31) by a shape's counts, a multiply-high, an add
-    and a shift, is integer division: every divisor up to 2^12 and powers of two and their neighbours up to 2^31,
-    against numerators at 0, around multiples of the divisor and near 2^31, and random ones."""
+    and a shift, is integer division, and its divisor gives the remainder: every divisor up to 2^12 and powers of two
+    and their neighbours up to 2^31, against numerators at 0, around multiples of the divisor and near 2^31, and
+    random ones."""
     rng = np.random.default_rng(7)
     top = 2**31 - 1
     divisors = list(range(1, 4097)) + [2**e + o for e in range(12, 32) for o in (-1, 0, 1) if 2**e + o <= 2**31]
@@ -372,10 +373,11 @@ def test_fast_division_is_integer_division(host) -> None:
         pairs += [(n, d) for n in numerators if 0 <= n <= top]
     arr = np.array(pairs, dtype=np.int64)
     out = host("fastdiv", struct.pack("<Q", len(arr)) + arr.tobytes())
-    got = np.frombuffer(out, dtype=np.uint32).astype(np.int64)
-    want = arr[:, 0] // arr[:, 1]
-    wrong = np.flatnonzero(got != want)
-    assert wrong.size == 0, [(int(arr[i, 0]), int(arr[i, 1]), int(got[i]), int(want[i])) for i in wrong[:5]]
+    got = np.frombuffer(out, dtype=np.uint32).astype(np.int64).reshape(2, -1)
+    want = np.stack([arr[:, 0] // arr[:, 1], arr[:, 0] % arr[:, 1]])
+    wrong = np.flatnonzero((got != want).any(axis=0))
+    cases = [(int(arr[i, 0]), int(arr[i, 1]), got[:, i].tolist(), want[:, i].tolist()) for i in wrong[:5]]
+    assert wrong.size == 0, cases
 
 
 def _division_cases(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

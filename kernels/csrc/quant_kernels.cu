@@ -46,21 +46,8 @@ template <> struct VecOf<4> { using type = uint32_t; };
 template <> struct VecOf<2> { using type = uint16_t; };
 template <> struct VecOf<1> { using type = uint8_t; };
 
-// N contiguous elements at p (aligned to N*sizeof(T) up to 16 bytes), widened to float.
-template <typename T, int N>
-__device__ __forceinline__ void load_contiguous(const T* p, float (&v)[N]) {
-  constexpr int kBytes = N * static_cast<int>(sizeof(T));
-  constexpr int kWidth = kBytes >= 16 ? 16 : kBytes;
-  using V = typename VecOf<kWidth>::type;
-  V raw[kBytes / kWidth];
-#pragma unroll
-  for (int i = 0; i < kBytes / kWidth; ++i) raw[i] = __ldg(reinterpret_cast<const V*>(p) + i);
-  const T* e = reinterpret_cast<const T*>(raw);
-#pragma unroll
-  for (int k = 0; k < N; ++k) v[k] = to_float(e[k]);
-}
-
-// The same where `load` holds, else N zeros (+0.0f): a predicated load into zeroed registers.
+// N contiguous elements at p (aligned to N*sizeof(T) up to 16 bytes), widened to float, where `load` holds, else N
+// zeros (+0.0f): a predicated load into zeroed registers.
 template <typename T, int N>
 __device__ __forceinline__ void load_contiguous_if(bool load, const T* p, float (&v)[N]) {
   constexpr int kBytes = N * static_cast<int>(sizeof(T));
@@ -75,6 +62,11 @@ __device__ __forceinline__ void load_contiguous_if(bool load, const T* p, float 
   const T* e = reinterpret_cast<const T*>(raw);
 #pragma unroll
   for (int k = 0; k < N; ++k) v[k] = to_float(e[k]);
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void load_contiguous(const T* p, float (&v)[N]) {
+  load_contiguous_if<T, N>(true, p, v);
 }
 
 // N int8 codes to p, aligned to min(N, 16) bytes.
@@ -653,17 +645,20 @@ struct HlaRows {
   unsigned mask;   // bit m set when basis row m is kept
 };
 
+// The kept rows, `rank` distinct basis rows in projected-row order, as HlaRows.
+HOT_HD constexpr HlaRows hla_rows(const int* rows, int rank) {
+  HlaRows kept{};
+  for (int j = 0; j < rank; ++j) {
+    kept.slot[rows[j]] = j;
+    kept.mask |= 1u << rows[j];
+  }
+  return kept;
+}
+
 // kPaperRows as HlaRows, for kernels compiled with them as constants: the amax pass then issues the maxima of the 8
 // kept rows alone and the code pass parks them at constant offsets, where rows read at run time issue all 16
 // predicated.
-HOT_HD constexpr HlaRows paper_rows() {
-  HlaRows r{};
-  for (int j = 0; j < kPaperRank; ++j) {
-    r.slot[kPaperRows[j]] = j;
-    r.mask |= 1u << kPaperRows[j];
-  }
-  return r;
-}
+HOT_HD constexpr HlaRows paper_rows() { return hla_rows(kPaperRows, kPaperRank); }
 
 // The rows a kernel uses: the constants where it is compiled for the paper's (Paper), else the call's.
 template <bool Paper>
@@ -1615,15 +1610,6 @@ void launch_grad_output(const T* g, HlaShape sh, const HlaRows& rows, const Grad
   grad_output_amax<T, N><<<tiles, kHlaThreads, 0, stream>>>(g, sh, rows.mask, q);
   launch_column_sums_finish(q.sums, tiles_b, sh.channels, stream);
   grad_output_quantize<T, N><<<tiles, kHlaThreads, 0, stream>>>(g, sh, rows, q);
-}
-
-HlaRows hla_rows(const int* rows, int rank) {
-  HlaRows kept{};
-  for (int j = 0; j < rank; ++j) {
-    kept.slot[rows[j]] = j;
-    kept.mask |= 1u << rows[j];
-  }
-  return kept;
 }
 
 

@@ -7,7 +7,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
-#include <cuda_pipeline.h>
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -47,13 +46,6 @@ template <> struct VecOf<4> { using type = uint32_t; };
 template <> struct VecOf<2> { using type = uint16_t; };
 template <> struct VecOf<1> { using type = uint8_t; };
 
-// N elements of type T at e, widened to float.
-template <typename T, int N>
-__device__ __forceinline__ void widen(const T* e, float (&v)[N]) {
-#pragma unroll
-  for (int k = 0; k < N; ++k) v[k] = to_float(e[k]);
-}
-
 // N contiguous elements at p (aligned to N*sizeof(T) up to 16 bytes), widened to float, where `load` holds, else N
 // zeros (+0.0f): a predicated load into zeroed registers.
 template <typename T, int N>
@@ -67,7 +59,9 @@ __device__ __forceinline__ void load_contiguous_if(bool load, const T* p, float 
     raw[i] = V{};
     if (load) raw[i] = __ldg(reinterpret_cast<const V*>(p) + i);
   }
-  widen<T, N>(reinterpret_cast<const T*>(raw), v);
+  const T* e = reinterpret_cast<const T*>(raw);
+#pragma unroll
+  for (int k = 0; k < N; ++k) v[k] = to_float(e[k]);
 }
 
 template <typename T, int N>
@@ -283,80 +277,52 @@ __global__ void __launch_bounds__(kThreads, Chunks == 1 ? 5 : 1)
   }
 }
 
+// The absmax Scale of each of a block's `rows` rows, laid out consecutively across its threads (thread t in row r),
+// valid in every thread for its own row; every thread of the block calls it, the block whole warps. A warp takes
+// the maximum of its lanes in each row it touches with one REDUX a row (non-negative floats order as their bits, as
+// amax_of), a shared atomic max a row and warp joins them, and one thread a row makes the Scale.
+constexpr int kMaxPackedRows = 32;
+
+__device__ Scale packed_rows_absmax_scale(float v, int r, int rows, int qmax) {
+  __shared__ uint32_t row_amax[kMaxPackedRows];
+  __shared__ Scale row_scale[kMaxPackedRows];
+  __syncthreads();  // row_scale may still be read from a previous call
+  if (threadIdx.x < rows) row_amax[threadIdx.x] = 0u;
+  __syncthreads();
+  const int first = __shfl_sync(0xffffffffu, r, 0), last = __shfl_sync(0xffffffffu, r, 31);
+  for (int rr = first; rr <= last; ++rr) {
+    const float m = warp_max(r == rr ? v : 0.0f);
+    if (threadIdx.x % 32 == 0) atomicMax(&row_amax[rr], __float_as_uint(m));
+  }
+  __syncthreads();
+  if (threadIdx.x < rows) {
+    row_scale[threadIdx.x] = scale_of(absmax_to_scale(__uint_as_float(row_amax[threadIdx.x]), qmax));
+  }
+  __syncthreads();
+  return row_scale[r];
+}
+
 // Per-token rows of one chunk a thread, `packed` rows side by side in a block of packed x chunks threads (whole
 // warps): where a row's chunks are not a multiple of 32 (O = 2304: 144 chunks, 4.5 warps; O = 768: 48, 1.5 warps)
-// a row a block left the last warp's lanes idle, 10-25 % of the issued instructions; where they are, packed is 1.
-// packed x chunks = 32 chunks / gcd(chunks, 32) is at most 288 when it is below 320 (chunks / gcd odd, at most 9).
-// A block takes `passes` such groups of rows, the key made once for all of them, as a pipeline: each thread copies
-// its chunk of the next group into shared memory (cp.async, two buffers) before it transforms and quantises this
-// one, so the load's latency is spent on this group's work (loaded at a row a pass, warps stalled on the load and on
-// the barriers behind it a third of the time). In registers the next chunk spilled.
-// A row's scale: a warp takes the maximum of its lanes in each row it touches with one REDUX a row (non-negative
-// floats order as their bits, as amax_of), a shared atomic max a row and warp joins them, and one thread a row makes
-// the Scale. The maxima and scales alternate between two buffers, so a pass needs two barriers: a buffer is read
-// and zeroed in one pass and written again two passes later, with the next pass's barriers between.
-constexpr int kPackedThreads = 288;
-constexpr int kMaxPackedRows = 32;
+// a row a block left the last warp's lanes idle, 10-25 % of the issued instructions. A block takes `passes` such
+// groups of rows, the key made once for all of them.
+constexpr int kPackedThreads = 320;
 
 template <typename T, int N>
 __global__ void __launch_bounds__(kPackedThreads, 4)
     hq_grad_output_packed_rows(const T* __restrict__ g, int64_t rows, int64_t cols, int packed, int passes, int qmax,
                                HashKey hash, bool fp8, int8_t* __restrict__ codes, float* __restrict__ scale) {
-  constexpr int kCopies = N * static_cast<int>(sizeof(T)) / 16;
-  static_assert(kCopies * 16 == N * static_cast<int>(sizeof(T)), "a chunk is copied 16 bytes at a time");
-  extern __shared__ uint4 staged[];  // two buffers of blockDim.x x kCopies
-  __shared__ uint32_t row_amax[2][kMaxPackedRows];
-  __shared__ Scale row_scale[2][kMaxPackedRows];
+  const Dither key = resolve_key(hash);  // first: the step's load overlaps the row's
   const int chunks = static_cast<int>(cols / N);
   const int r = static_cast<int>(threadIdx.x) / chunks, t = static_cast<int>(threadIdx.x) - r * chunks;
-  const int first_r = __shfl_sync(0xffffffffu, r, 0), last_r = __shfl_sync(0xffffffffu, r, 31);
   const int64_t first = static_cast<int64_t>(blockIdx.x) * passes * packed;
-  // This thread's chunk of `row` into buffer b, zeros past the last row (a copy of no bytes, zero-filled)
-  const auto stage = [&](int b, int64_t row) {
-    const bool inside = row < rows;
-    const auto* src = reinterpret_cast<const uint4*>(inside ? g + row * cols + static_cast<int64_t>(t) * N : g);
-#pragma unroll
-    for (int i = 0; i < kCopies; ++i) {
-      __pipeline_memcpy_async(&staged[(b * blockDim.x + threadIdx.x) * kCopies + i], src + i, 16, inside ? 0 : 16);
-    }
-    __pipeline_commit();
-  };
-  stage(0, first + r);
-  for (unsigned i = threadIdx.x; i < 2 * kMaxPackedRows; i += blockDim.x) (&row_amax[0][0])[i] = 0u;
-  const Dither key = resolve_key(hash);  // after the first copy, which it overlaps
-  __syncthreads();
   for (int p = 0; p < passes; ++p) {
     const int64_t base = first + static_cast<int64_t>(p) * packed;
     if (base >= rows) break;  // block-uniform
     const int64_t row = base + r;
     const bool active = row < rows;
-    const int b = p & 1;
-    __pipeline_wait_prior(0);  // this thread's own copy: no barrier needed to read it
-    uint4 raw[kCopies];
-#pragma unroll
-    for (int i = 0; i < kCopies; ++i) raw[i] = staged[(b * blockDim.x + threadIdx.x) * kCopies + i];
-    float v[N];
-    widen<T, N>(reinterpret_cast<const T*>(raw), v);
-    if (p + 1 < passes) stage(b ^ 1, base + packed + r);
-    butterfly<N>(v);
-    float amax = 0.0f;
-#pragma unroll
-    for (int k = 0; k < N; ++k) amax = amax_of(amax, fabsf(v[k]));
-    for (int rr = first_r; rr <= last_r; ++rr) {
-      const float m = warp_max(r == rr ? amax : 0.0f);
-      if (threadIdx.x % 32 == 0) atomicMax(&row_amax[b][rr], __float_as_uint(m));
-    }
-    __syncthreads();
-    if (threadIdx.x < packed) {
-      row_scale[b][threadIdx.x] = scale_of(absmax_to_scale(__uint_as_float(row_amax[b][threadIdx.x]), qmax));
-      row_amax[b][threadIdx.x] = 0u;
-    }
-    __syncthreads();
-    const Scale sc = row_scale[b][r];
-    if (!active) continue;
-    if (t == 0) scale[row] = sc.s;
-    const uint32_t index = static_cast<uint32_t>(row) * static_cast<uint32_t>(cols) + static_cast<uint32_t>(t * N);
-    hq_store_chunk<N>(v, sc, index, key, qmax, fp8, codes + row * cols + t * N);
+    hq_row_codes<T, N, 1>(g, cols, active ? row : base, active, t, chunks, qmax, key, fp8, codes, scale,
+                          [r, packed, qmax](float m) { return packed_rows_absmax_scale(m, r, packed, qmax); });
   }
 }
 
@@ -447,17 +413,14 @@ void launch_hq_grad_output(const T* g, int64_t rows, int64_t cols, int qmax, boo
     const int per_block = static_cast<int>(std::clamp<int64_t>(rows / kMaxGrid, 1, 4));
     const auto grid = static_cast<unsigned>((rows + per_block - 1) / per_block);
     if constexpr (N == 16) {
-      // Rows packed so that a block's threads fill whole warps, where at most 288 threads do it (one row where its
-      // chunks are whole warps), the groups of rows pipelined
+      // Rows packed so that a block's threads fill whole warps, where few enough rows do it
       const int64_t packed = 32 / std::gcd<int64_t>(chunks, 32);
-      if (packed * chunks <= kPackedThreads) {
+      if (packed > 1 && packed * chunks <= kPackedThreads) {
         const int64_t groups = (rows + packed - 1) / packed;
         const int passes = static_cast<int>(std::clamp<int64_t>(groups / kMaxGrid, 1, 4));
         const auto blocks = static_cast<unsigned>((groups + passes - 1) / passes);
-        const auto threads = static_cast<unsigned>(packed * chunks);
-        const size_t staged = 2 * threads * N * sizeof(T);  // two chunks a thread, under 48 KiB
-        hq_grad_output_packed_rows<T, N><<<blocks, threads, staged, stream>>>(g, rows, cols, static_cast<int>(packed),
-                                                                               passes, qmax, key, fp8, codes, scale);
+        hq_grad_output_packed_rows<T, N><<<blocks, static_cast<unsigned>(packed * chunks), 0, stream>>>(
+            g, rows, cols, static_cast<int>(packed), passes, qmax, key, fp8, codes, scale);
         return;
       }
       if (chunks <= kThreads) {

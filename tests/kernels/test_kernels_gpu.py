@@ -174,12 +174,11 @@ def test_uniform_on_cuda_equals_the_cpu_numbers_with_and_without_the_kernel(monk
 @pytest.mark.parametrize("granularity", ["per_token", "per_tensor"])
 @pytest.mark.parametrize(
     ("rows", "cols"),
-    # rows of at most 288 threads are packed side by side into whole warps (2304 and 768 columns: two rows; 320 and
-    # 64: 8; 128: 4; 96: 16; 48: 32; 1024 and 4608, whole warps already: one), the last group partial, from 2 x 4096
-    # groups 2-4 groups a block, each group's load issued during the one before ((24577, 768): 3 a block, the last
-    # block's second group past the end; (16411, 1024): 4 a block, the last block partial; 4608: 288 threads); from
-    # 8192 rows a block of other rows takes 2-4 consecutive rows (3200: a chunk a thread; 4160: two); (33, 130):
-    # block 2, the long kernel
+    # rows whose chunks are not a multiple of 32 are packed side by side into whole warps (2304 and 768 columns: two
+    # rows; 320 and 64: 8; 128: 4; 96: 16; 48: 32), the last group partial, from 2 x 4096 groups 2-4 groups a block
+    # ((24577, 768): 3 a block, the last block's second group past the end); from 8192 rows a block of other rows
+    # takes 2-4 consecutive rows (1024 and 3200: a chunk a thread, (16411, 1024): 4 a block, the last block partial;
+    # 4160 and 4608: two chunks a thread); (33, 130): block 2, the long kernel
     [
         (197, 2304),
         (256, 768),

@@ -173,7 +173,7 @@ __device__ __forceinline__ void hq_store_chunk(const float (&v)[N], const Scale&
   stochastic_run_codes_biased<N>(v, sc, index, key, qmax, biased);
   if constexpr (N % 4 == 0) {
     if (fp8) {  // whole 32-bit words of e4m3 pairs: no byte-by-byte reassembly before the vector store
-      uint32_t words[N / 4];
+      alignas(16) uint32_t words[N / 4];  // stored by store_codes as 16-byte vectors
 #pragma unroll
       for (int j = 0; j < N / 4; ++j) {
         const float* b = biased + 4 * j;
